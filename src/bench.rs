@@ -1,0 +1,329 @@
+//! `servebench bench`: one-shot load against a running endpoint.
+//!
+//! Resolves the raw arguments, checks that the endpoint answers, runs each
+//! load level in turn through the driver, prints a summary table and writes
+//! the versioned result file (see `schema/bench-result.schema.json`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::BenchArgs;
+use crate::client::openai::Api;
+use crate::client::Endpoint;
+use crate::load::driver::{run_level, HttpExecutor, LevelPlan, StopCondition};
+use crate::load::schedule::LoadShape;
+use crate::load::source::SyntheticSource;
+use crate::metrics::level::{summarize, LevelSummary};
+use crate::metrics::live::LiveView;
+use crate::ui::table;
+use crate::util::units::{parse_duration, parse_list, parse_slo, Slo};
+use crate::util::{fsx, proc};
+
+/// Version of the bench result file layout.
+pub const BENCH_SCHEMA_VERSION: u32 = 1;
+
+/// What was loaded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// Base URL.
+    pub url: String,
+    /// API flavour.
+    pub api: Api,
+    /// Served model name.
+    pub model: String,
+}
+
+/// The workload settings a bench run used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchSettings {
+    /// Prompt words of synthetic text.
+    pub input_len: u64,
+    /// Output tokens per request.
+    pub output_len: u64,
+    /// Whether exact output length was forced.
+    pub ignore_eos: bool,
+    /// Measured requests per level.
+    pub num_requests: Option<u64>,
+    /// Dispatch window per level, s.
+    pub duration_s: Option<f64>,
+    /// Warm-up requests per level.
+    pub warmup: u64,
+    /// Seed.
+    pub seed: u64,
+    /// Per-request limit, s.
+    pub request_timeout_s: f64,
+}
+
+/// The `--output` file of `servebench bench`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchResult {
+    /// Layout version of this file.
+    pub schema_version: u32,
+    /// servebench version that wrote it.
+    pub tool_version: String,
+    /// The endpoint.
+    pub target: Target,
+    /// RFC 3339 start time.
+    pub started_at: String,
+    /// One sentence per metric.
+    pub definitions: BTreeMap<String, String>,
+    /// Workload settings.
+    pub settings: BenchSettings,
+    /// One entry per load level, in the order run.
+    pub levels: Vec<LevelSummary>,
+}
+
+/// Resolved, validated bench settings ("high args").
+struct Resolved {
+    shapes: Vec<LoadShape>,
+    stop: StopCondition,
+    slos: Vec<Slo>,
+    request_timeout: Duration,
+}
+
+fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
+    let shapes = match (&a.concurrency, &a.request_rate) {
+        (Some(c), None) => parse_list(c, |s| {
+            let v: u32 = s
+                .parse()
+                .map_err(|_| format!("`{s}` is not a whole number"))?;
+            if v == 0 {
+                return Err("concurrency must be at least 1".into());
+            }
+            Ok(LoadShape::Concurrency { value: v })
+        })
+        .map_err(|e| anyhow::anyhow!("--concurrency: {e}"))?,
+        (None, Some(r)) => parse_list(r, |s| {
+            let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+            if !(v > 0.0 && v.is_finite()) {
+                return Err(format!("rate `{s}` must be positive"));
+            }
+            Ok(LoadShape::Rate {
+                value: v,
+                arrival: a.arrival,
+                burstiness: a.burstiness,
+                max_concurrency: a.max_concurrency,
+            })
+        })
+        .map_err(|e| anyhow::anyhow!("--request-rate: {e}"))?,
+        (None, None) => bail!("give --concurrency LIST or --request-rate LIST"),
+        (Some(_), Some(_)) => bail!("give either --concurrency or --request-rate, not both"),
+    };
+    if a.burstiness <= 0.0 || !a.burstiness.is_finite() {
+        bail!("--burstiness must be positive, got {}", a.burstiness);
+    }
+    let duration = a
+        .duration
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
+    let stop = StopCondition {
+        max_requests: a.num_requests,
+        max_duration: duration,
+    };
+    stop.validate()
+        .map_err(|e| anyhow::anyhow!("{e}: give --num-requests and/or --duration"))?;
+    if a.output_len == 0 {
+        bail!("--output-len must be at least 1");
+    }
+    let slos = a
+        .slo
+        .iter()
+        .map(|s| parse_slo(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("--slo: {e}"))?;
+    let request_timeout = parse_duration(&a.request_timeout)
+        .map_err(|e| anyhow::anyhow!("--request-timeout: {e}"))?;
+    Ok(Resolved {
+        shapes,
+        stop,
+        slos,
+        request_timeout,
+    })
+}
+
+/// Ask the endpoint which model it serves, failing clearly when it is unreachable.
+pub async fn discover_model(endpoint: &Endpoint, wanted: Option<&str>) -> anyhow::Result<String> {
+    let url = format!("{}/v1/models", endpoint.base_url());
+    let (status, body) = endpoint
+        .get("/v1/models", Duration::from_secs(15))
+        .await
+        .map_err(|f| anyhow::anyhow!("cannot reach {url}: {}", f.detail))?;
+    if let Some(m) = wanted {
+        return Ok(m.to_string());
+    }
+    if status != 200 {
+        bail!("{url} answered HTTP {status}; pass --model explicitly");
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&body).with_context(|| format!("{url} returned invalid JSON"))?;
+    v["data"][0]["id"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| anyhow::anyhow!("{url} lists no model; pass --model explicitly"))
+}
+
+/// Run `servebench bench`; returns whether every request succeeded.
+pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<bool> {
+    let r = resolve(&args)?;
+    let endpoint = Endpoint::new(&args.url, args.api)?;
+    let model = discover_model(&endpoint, args.model.as_deref()).await?;
+    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let executor = Arc::new(HttpExecutor {
+        endpoint: endpoint.clone(),
+        request_timeout: r.request_timeout,
+    });
+    let threads = tokio::runtime::Handle::current().metrics().num_workers();
+    let mut levels = Vec::new();
+    for (i, shape) in r.shapes.iter().enumerate() {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let source = SyntheticSource {
+            api: args.api,
+            model: model.clone(),
+            input_words: args.input_len,
+            output_tokens: args.output_len,
+            ignore_eos: args.ignore_eos,
+            seed: args.seed.wrapping_add(i as u64),
+        };
+        let live = Arc::new(LiveView::default());
+        let label = format!("[{}/{}] {shape}", i + 1, r.shapes.len());
+        let progress = crate::ui::LevelProgress::start(
+            label.clone(),
+            r.stop.max_requests,
+            r.stop.max_duration,
+            live.clone(),
+        );
+        let cpu0 = proc::cpu_seconds();
+        let run = run_level(
+            LevelPlan {
+                shape: *shape,
+                stop: r.stop,
+                warmup: args.warmup,
+                seed: args.seed.wrapping_add(i as u64),
+            },
+            executor.clone(),
+            Box::new(source),
+            live,
+            cancel.clone(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+        let cpu = proc::cpu_seconds() - cpu0;
+        progress.finish().await;
+        let summary = summarize(*shape, run, &r.slos, cpu, threads);
+        eprintln!("{}", level_line(&label, &summary));
+        for w in &summary.client.warnings {
+            eprintln!("  warning: {w}");
+        }
+        levels.push(summary);
+    }
+    let result = BenchResult {
+        schema_version: BENCH_SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        target: Target {
+            url: endpoint.base_url().to_string(),
+            api: args.api,
+            model,
+        },
+        started_at,
+        definitions: crate::metrics::definitions()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        settings: BenchSettings {
+            input_len: args.input_len,
+            output_len: args.output_len,
+            ignore_eos: args.ignore_eos,
+            num_requests: r.stop.max_requests,
+            duration_s: r.stop.max_duration.map(|d| d.as_secs_f64()),
+            warmup: args.warmup,
+            seed: args.seed,
+            request_timeout_s: r.request_timeout.as_secs_f64(),
+        },
+        levels,
+    };
+    print!("{}", summary_table(&result.levels));
+    if let Some(path) = &args.output {
+        write_result(path, &result)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if cancel.is_cancelled() {
+        bail!("interrupted; results of finished levels were written");
+    }
+    Ok(result.levels.iter().all(|l| l.failed == 0))
+}
+
+/// Write a bench result atomically as pretty JSON.
+pub fn write_result(path: &Path, result: &BenchResult) -> anyhow::Result<()> {
+    let bytes = serde_json::to_vec_pretty(result)?;
+    fsx::write_atomic(path, &bytes).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn level_line(label: &str, s: &LevelSummary) -> String {
+    let p50 = |v: &Option<crate::metrics::stats::Stats>| table::num(v.map(|s| s.p50), 1);
+    let mut line = format!(
+        "{label}: {} ok, {} failed in {:.1}s; {:.1} out tok/s; TTFT p50 {} ms; TPOT p50 {} ms",
+        s.completed,
+        s.failed,
+        s.duration_s,
+        s.output_throughput_tok_s,
+        p50(&s.ttft_ms),
+        p50(&s.tpot_ms)
+    );
+    if !s.failures_by_class.is_empty() {
+        let f: Vec<String> = s
+            .failures_by_class
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        line.push_str(&format!(" (failures: {})", f.join(", ")));
+    }
+    line
+}
+
+/// The end-of-run summary table, one row per level.
+pub fn summary_table(levels: &[LevelSummary]) -> String {
+    let header = [
+        "load",
+        "ok",
+        "failed",
+        "req/s",
+        "out tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "ITL/tok p50",
+        "E2E p50",
+    ];
+    let rows: Vec<Vec<String>> = levels
+        .iter()
+        .map(|s| {
+            let p = |v: &Option<crate::metrics::stats::Stats>,
+                     f: fn(&crate::metrics::stats::Stats) -> f64| {
+                table::num(v.as_ref().map(f), 1)
+            };
+            vec![
+                s.load.to_string(),
+                s.completed.to_string(),
+                s.failed.to_string(),
+                format!("{:.2}", s.request_throughput_rps),
+                format!("{:.1}", s.output_throughput_tok_s),
+                p(&s.ttft_ms, |x| x.p50),
+                p(&s.ttft_ms, |x| x.p99),
+                p(&s.tpot_ms, |x| x.p50),
+                p(&s.itl_per_token_ms, |x| x.p50),
+                p(&s.e2e_ms, |x| x.p50),
+            ]
+        })
+        .collect();
+    format!("latencies in ms\n{}", table::render(&header, &rows))
+}

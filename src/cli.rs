@@ -1,0 +1,103 @@
+//! Command-line arguments as typed by the user ("low args"); no logic here.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::client::openai::Api;
+use crate::load::schedule::Arrival;
+use crate::sim::SimConfig;
+
+/// servebench: benchmark campaigns against LLM serving engines.
+#[derive(Debug, Parser)]
+#[command(name = "servebench", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// One-shot load against an already running OpenAI-compatible endpoint.
+    Bench(BenchArgs),
+    /// Run the built-in simulated OpenAI-compatible server.
+    Sim(SimArgs),
+}
+
+/// Arguments of `servebench bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Base URL of the server, e.g. http://127.0.0.1:8000
+    #[arg(long)]
+    pub url: String,
+    /// Which endpoint to load.
+    #[arg(long, value_enum, default_value = "completions")]
+    pub api: Api,
+    /// Served model name (default: the first one /v1/models lists).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Closed-loop levels: concurrent users, e.g. 1,4,16,64.
+    #[arg(long, conflicts_with = "request_rate")]
+    pub concurrency: Option<String>,
+    /// Open-loop levels: requests per second, e.g. 0.5,1,2.
+    #[arg(long)]
+    pub request_rate: Option<String>,
+    /// Inter-arrival distribution for --request-rate.
+    #[arg(long, value_enum, default_value = "poisson")]
+    pub arrival: Arrival,
+    /// Gamma shape for --arrival gamma (1 = Poisson, <1 = burstier).
+    #[arg(long, default_value_t = 1.0)]
+    pub burstiness: f64,
+    /// Cap on requests in flight for --request-rate.
+    #[arg(long)]
+    pub max_concurrency: Option<u32>,
+    /// Measured requests per level.
+    #[arg(long)]
+    pub num_requests: Option<u64>,
+    /// Stop dispatching after this long per level, e.g. 30s.
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Warm-up requests per level, excluded from results.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u64,
+    /// Prompt length in words of synthetic text (tokens on the simulator).
+    #[arg(long, default_value_t = 128)]
+    pub input_len: u64,
+    /// Output tokens per request (max_tokens).
+    #[arg(long, default_value_t = 128)]
+    pub output_len: u64,
+    /// Force exactly --output-len tokens (ignore_eos and min_tokens).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// SLO for goodput, e.g. ttft=200ms,tpot=50ms,e2e=10s (repeatable).
+    #[arg(long)]
+    pub slo: Vec<String>,
+    /// Seed for prompts and arrivals.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Limit for one request, e.g. 10m.
+    #[arg(long, default_value = "10m")]
+    pub request_timeout: String,
+    /// Write the full result (every request's raw record) to this JSON file.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
+/// Arguments of `servebench sim`.
+#[derive(Debug, Clone, Args)]
+pub struct SimArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0 = any free port; see --port-file).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Write the bound port to this file once listening.
+    #[arg(long)]
+    pub port_file: Option<PathBuf>,
+    /// The performance model and faults.
+    #[command(flatten)]
+    pub config: SimConfig,
+}

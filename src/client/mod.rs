@@ -1,0 +1,278 @@
+//! The streaming HTTP client: sends one OpenAI-compatible request and turns
+//! what comes back into a [`record::RequestRecord`].
+//!
+//! Timestamps are taken when a body frame reaches this task, before any
+//! parsing, so the parser's cost never inflates TTFT or ITL. Connections are
+//! kept alive and pooled; read buffers are large so long prompts and fast
+//! streams are not throttled by the client.
+
+pub mod openai;
+pub mod record;
+pub mod sse;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Request, StatusCode, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use crate::failure::{Failure, FailureClass};
+use openai::{Api, ChunkInfo};
+use record::{Outcome, RequestRecord};
+
+/// How many bytes of an error body are kept as evidence.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// An OpenAI-compatible endpoint plus a pooled keep-alive HTTP client.
+#[derive(Clone)]
+pub struct Endpoint {
+    client: Client<HttpConnector, Full<Bytes>>,
+    base: String,
+    api: Api,
+    uri: Uri,
+}
+
+impl Endpoint {
+    /// Build a client for `base_url` (e.g. `http://127.0.0.1:8000`) and an API flavour.
+    pub fn new(base_url: &str, api: Api) -> anyhow::Result<Self> {
+        let base = base_url.trim_end_matches('/').to_string();
+        let base = base.strip_suffix("/v1").unwrap_or(&base).to_string();
+        if !base.starts_with("http://") {
+            anyhow::bail!(
+                "URL `{base_url}` must start with http:// (TLS endpoints are not supported)"
+            );
+        }
+        let uri: Uri = format!("{base}{}", api.path())
+            .parse()
+            .map_err(|e| anyhow::anyhow!("invalid URL `{base_url}`: {e}"))?;
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_keepalive(Some(Duration::from_secs(60)));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(usize::MAX)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .http1_max_buf_size(4 * 1024 * 1024)
+            .build(connector);
+        Ok(Self {
+            client,
+            base,
+            api,
+            uri,
+        })
+    }
+
+    /// The base URL without a trailing `/v1`.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The API flavour requests are sent to.
+    pub fn api(&self) -> Api {
+        self.api
+    }
+
+    /// GET a path on the endpoint and return status and body (for discovery and health).
+    pub async fn get(&self, path: &str, timeout: Duration) -> Result<(u16, Bytes), Failure> {
+        let uri: Uri = format!("{}{}", self.base, path)
+            .parse()
+            .map_err(|e| Failure::new(FailureClass::Connection, format!("bad URL: {e}")))?;
+        let req = Request::get(uri)
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| Failure::new(FailureClass::Connection, e.to_string()))?;
+        let fut = async {
+            let resp = self.client.request(req).await.map_err(connect_failure)?;
+            let status = resp.status().as_u16();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Failure::new(FailureClass::Protocol, e.to_string()))?
+                .to_bytes();
+            Ok((status, body))
+        };
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(Failure::new(
+                FailureClass::Timeout,
+                format!("no answer from {path} within {timeout:?}"),
+            )),
+        }
+    }
+
+    /// POST a JSON body to a path and return status and body (non-streaming helpers).
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<(u16, Bytes), Failure> {
+        let uri: Uri = format!("{}{}", self.base, path)
+            .parse()
+            .map_err(|e| Failure::new(FailureClass::Connection, format!("bad URL: {e}")))?;
+        let req = json_request(uri, Bytes::from(body))?;
+        let fut = async {
+            let resp = self.client.request(req).await.map_err(connect_failure)?;
+            let status = resp.status().as_u16();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Failure::new(FailureClass::Protocol, e.to_string()))?
+                .to_bytes();
+            Ok((status, body))
+        };
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(Failure::new(
+                FailureClass::Timeout,
+                format!("no answer from {path} within {timeout:?}"),
+            )),
+        }
+    }
+
+    /// Send one streaming request and record everything observed about it.
+    ///
+    /// `epoch` is the level's time origin; `scheduled` is when the schedule
+    /// wanted this request sent. The whole exchange is bounded by `timeout`.
+    pub async fn stream(
+        &self,
+        body: Bytes,
+        epoch: Instant,
+        scheduled: Instant,
+        timeout: Duration,
+    ) -> RequestRecord {
+        let sent = Instant::now();
+        let mut rec = RequestRecord::new(ms_between(epoch, scheduled), ms_between(epoch, sent));
+        let deadline = tokio::time::Instant::from_std(sent + timeout);
+        let outcome = match tokio::time::timeout_at(
+            deadline,
+            self.stream_inner(body, sent, &mut rec),
+        )
+        .await
+        {
+            Ok(o) => o,
+            Err(_) => Outcome::Failed(Failure::new(
+                FailureClass::Timeout,
+                format!(
+                    "request exceeded its {:.1} s limit after {} content chunks",
+                    timeout.as_secs_f64(),
+                    rec.chunks.len()
+                ),
+            )),
+        };
+        rec.finish(outcome, ms_between(sent, Instant::now()));
+        rec
+    }
+
+    async fn stream_inner(&self, body: Bytes, sent: Instant, rec: &mut RequestRecord) -> Outcome {
+        let req = match json_request(self.uri.clone(), body) {
+            Ok(r) => r,
+            Err(f) => return Outcome::Failed(f),
+        };
+        let resp = match self.client.request(req).await {
+            Ok(r) => r,
+            Err(e) => return Outcome::Failed(connect_failure(e)),
+        };
+        let status = resp.status();
+        let mut body = resp.into_body();
+        if status != StatusCode::OK {
+            let mut buf = Vec::new();
+            while let Some(frame) = body.frame().await {
+                match frame {
+                    Ok(f) => {
+                        if let Some(d) = f.data_ref() {
+                            let room = ERROR_BODY_LIMIT.saturating_sub(buf.len());
+                            buf.extend_from_slice(&d[..d.len().min(room)]);
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            return Outcome::Failed(Failure::from_http(
+                status.as_u16(),
+                &String::from_utf8_lossy(&buf),
+            ));
+        }
+        let mut parser = sse::SseParser::new();
+        let mut state = openai::StreamState::default();
+        loop {
+            match body.frame().await {
+                None => break,
+                Some(Err(e)) => {
+                    return Outcome::Failed(Failure::new(
+                        FailureClass::Protocol,
+                        format!(
+                            "stream broken after {} content chunks: {}",
+                            rec.chunks.len(),
+                            error_chain(&e)
+                        ),
+                    ))
+                }
+                Some(Ok(frame)) => {
+                    let Some(data) = frame.data_ref() else {
+                        continue;
+                    };
+                    let at = ms_between(sent, Instant::now());
+                    let mut bad: Option<Failure> = None;
+                    parser.feed(data, |event| {
+                        if bad.is_some() || state.done {
+                            return;
+                        }
+                        match state.on_event(event, self.api) {
+                            Ok(ChunkInfo::Content { tokens }) => rec.push_chunk(at, tokens),
+                            Ok(ChunkInfo::Nothing) => {}
+                            Err(f) => bad = Some(f),
+                        }
+                    });
+                    if let Some(f) = bad {
+                        return Outcome::Failed(f);
+                    }
+                }
+            }
+        }
+        state.finish(rec)
+    }
+}
+
+fn json_request(uri: Uri, body: Bytes) -> Result<Request<Full<Bytes>>, Failure> {
+    let mut req = Request::new(Full::new(body));
+    *req.method_mut() = Method::POST;
+    *req.uri_mut() = uri;
+    req.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(req)
+}
+
+fn connect_failure(e: hyper_util::client::legacy::Error) -> Failure {
+    let class = if e.is_connect() {
+        FailureClass::Connection
+    } else {
+        FailureClass::Protocol
+    };
+    Failure::new(class, error_chain(&e))
+}
+
+/// Render an error with all its causes, as `outer: inner: root`.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let msg = c.to_string();
+        if !s.contains(&msg) {
+            s.push_str(": ");
+            s.push_str(&msg);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// Milliseconds from `a` to `b` (zero if `b` is earlier).
+pub fn ms_between(a: Instant, b: Instant) -> f64 {
+    // Microsecond resolution: finer digits are noise and bloat result files.
+    (b.saturating_duration_since(a).as_nanos() as f64 / 1000.0).round() / 1000.0
+}

@@ -1,0 +1,429 @@
+//! OpenAI-compatible wire formats: request bodies, stream chunks, usage.
+//!
+//! The same request DTO is parsed by the simulator and produced by the
+//! client, so both sides agree on field names. Stream chunks are parsed with
+//! borrowed, mostly-ignored fields: only what the measurements need
+//! (content presence, usage, llama.cpp `timings`, embedded errors) is read.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+use super::record::{Outcome, RequestRecord};
+use crate::failure::{mentions_context_overflow, truncate, Failure, FailureClass};
+
+/// Which OpenAI endpoint requests go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// `POST /v1/completions` with a `prompt`.
+    Completions,
+    /// `POST /v1/chat/completions` with `messages`.
+    Chat,
+}
+
+impl Api {
+    /// The request path of this API.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::Completions => "/v1/completions",
+            Api::Chat => "/v1/chat/completions",
+        }
+    }
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The message text.
+    #[serde(default)]
+    pub content: String,
+}
+
+/// A completions `prompt`: text, several texts, or token ids.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PromptInput {
+    /// One prompt text.
+    Text(String),
+    /// Several prompt texts (a batch).
+    Texts(Vec<String>),
+    /// Pre-tokenized prompt.
+    Tokens(Vec<u32>),
+}
+
+/// `stream_options` of a request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamOptions {
+    /// Send a final chunk carrying `usage`.
+    #[serde(default)]
+    pub include_usage: bool,
+    /// Carry cumulative `usage` on every chunk (vLLM, SGLang, simulator).
+    #[serde(default)]
+    pub continuous_usage_stats: bool,
+}
+
+/// A completions or chat-completions request body.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GenerateRequest {
+    /// Served model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Completions prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PromptInput>,
+    /// Chat messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<ChatMessage>>,
+    /// Output token limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Newer name of the chat output limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_completion_tokens: Option<u64>,
+    /// Minimum output tokens before EOS is allowed (vLLM, SGLang).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_tokens: Option<u64>,
+    /// Keep generating past EOS (vLLM, SGLang, llama.cpp).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_eos: bool,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Stream the answer as SSE.
+    #[serde(default)]
+    pub stream: bool,
+    /// Streaming options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_options: Option<StreamOptions>,
+}
+
+impl GenerateRequest {
+    /// The output limit, whichever field carried it.
+    pub fn output_limit(&self) -> Option<u64> {
+        self.max_tokens.or(self.max_completion_tokens)
+    }
+}
+
+/// What to send, before it becomes a request body.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptBody {
+    /// A completions prompt text.
+    Text(String),
+    /// A chat conversation.
+    Messages(Vec<ChatMessage>),
+}
+
+/// Build a streaming request body for `api` with exact-length knobs.
+pub fn build_body(
+    api: Api,
+    model: &str,
+    prompt: PromptBody,
+    max_tokens: u64,
+    ignore_eos: bool,
+) -> Vec<u8> {
+    let (prompt, messages) = match (api, prompt) {
+        (Api::Completions, PromptBody::Text(t)) => (Some(PromptInput::Text(t)), None),
+        (Api::Completions, PromptBody::Messages(m)) => {
+            let text = m
+                .into_iter()
+                .map(|m| m.content)
+                .collect::<Vec<_>>()
+                .join("\n");
+            (Some(PromptInput::Text(text)), None)
+        }
+        (Api::Chat, PromptBody::Text(t)) => (
+            None,
+            Some(vec![ChatMessage {
+                role: "user".into(),
+                content: t,
+            }]),
+        ),
+        (Api::Chat, PromptBody::Messages(m)) => (None, Some(m)),
+    };
+    let req = GenerateRequest {
+        model: Some(model.to_string()),
+        prompt,
+        messages,
+        max_tokens: Some(max_tokens),
+        max_completion_tokens: None,
+        min_tokens: ignore_eos.then_some(max_tokens),
+        ignore_eos,
+        temperature: Some(0.0),
+        stream: true,
+        stream_options: Some(StreamOptions {
+            include_usage: true,
+            continuous_usage_stats: true,
+        }),
+    };
+    serde_json::to_vec(&req).expect("request DTO always serializes")
+}
+
+/// Server-reported token usage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens as the server counted them.
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    /// Generated tokens.
+    #[serde(default)]
+    pub completion_tokens: u64,
+    /// Prompt-token details (cached tokens from prefix caching).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+/// The `prompt_tokens_details` object of `usage`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PromptTokensDetails {
+    /// Prompt tokens served from the prefix cache.
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+}
+
+/// llama.cpp's per-response `timings`, of which the draft counters matter.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+struct Timings {
+    #[serde(default)]
+    draft_n: Option<u64>,
+    #[serde(default)]
+    draft_n_accepted: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct StreamChunk<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<Choice<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    timings: Option<Timings>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+/// What one stream event contributed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkInfo {
+    /// A content-bearing chunk carrying this many tokens.
+    Content {
+        /// Tokens in this chunk (from continuous usage, else 1).
+        tokens: u32,
+    },
+    /// Role-only, usage-only or otherwise empty.
+    Nothing,
+}
+
+/// Per-request stream accounting.
+#[derive(Debug, Default)]
+pub struct StreamState {
+    /// `[DONE]` was received.
+    pub done: bool,
+    usage: Option<Usage>,
+    continuous: bool,
+    last_completion: u64,
+    draft_n: Option<u64>,
+    draft_accepted: Option<u64>,
+}
+
+impl StreamState {
+    /// Account for one SSE `data` payload.
+    pub fn on_event(&mut self, data: &[u8], _api: Api) -> Result<ChunkInfo, Failure> {
+        if data == b"[DONE]" {
+            self.done = true;
+            return Ok(ChunkInfo::Nothing);
+        }
+        let chunk: StreamChunk = serde_json::from_slice(data).map_err(|e| {
+            Failure::new(
+                FailureClass::Protocol,
+                format!(
+                    "malformed stream chunk ({e}): {}",
+                    truncate(&String::from_utf8_lossy(data), 512)
+                ),
+            )
+        })?;
+        if let Some(err) = chunk.error {
+            let text = err.to_string();
+            let class = if mentions_context_overflow(&text) {
+                FailureClass::ContextOverflow
+            } else {
+                FailureClass::HttpError
+            };
+            return Err(Failure::new(
+                class,
+                format!("error inside stream: {}", truncate(&text, 4096)),
+            ));
+        }
+        if let Some(t) = chunk.timings {
+            if t.draft_n.is_some() {
+                self.draft_n = t.draft_n;
+                self.draft_accepted = t.draft_n_accepted;
+            }
+        }
+        let has_content = chunk.choices.iter().any(|c| {
+            let non_empty = |s: &Option<Cow<str>>| s.as_deref().is_some_and(|s| !s.is_empty());
+            non_empty(&c.text)
+                || c.delta
+                    .as_ref()
+                    .is_some_and(|d| non_empty(&d.content) || non_empty(&d.reasoning_content))
+        });
+        let mut tokens = 1;
+        if let Some(u) = chunk.usage {
+            if has_content {
+                self.continuous = true;
+                let delta = u.completion_tokens.saturating_sub(self.last_completion);
+                tokens = delta.max(1) as u32;
+            }
+            self.last_completion = self.last_completion.max(u.completion_tokens);
+            self.usage = Some(u);
+        }
+        Ok(if has_content {
+            ChunkInfo::Content { tokens }
+        } else {
+            ChunkInfo::Nothing
+        })
+    }
+
+    /// Close the stream's accounting into the record's final outcome.
+    pub fn finish(self, rec: &mut RequestRecord) -> Outcome {
+        rec.draft_tokens = self.draft_n;
+        rec.accepted_draft_tokens = self.draft_accepted;
+        if let Some(u) = self.usage {
+            rec.input_tokens = Some(u.prompt_tokens);
+            rec.output_tokens = Some(u.completion_tokens);
+            rec.cached_tokens = u.prompt_tokens_details.and_then(|d| d.cached_tokens);
+        }
+        rec.tokens_per_chunk_from_server = self.continuous;
+        if !self.done {
+            return Outcome::Failed(Failure::new(
+                FailureClass::Protocol,
+                format!(
+                    "stream ended without [DONE] after {} content chunks",
+                    rec.chunks.len()
+                ),
+            ));
+        }
+        if rec.chunks.is_empty() {
+            return Outcome::Failed(Failure::new(
+                FailureClass::Suspicious,
+                "stream completed with no content chunk",
+            ));
+        }
+        if rec.output_tokens.is_none() {
+            rec.output_tokens = Some(rec.chunks.iter().map(|c| c.1 as u64).sum());
+        }
+        Outcome::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_only_and_usage_only_chunks_are_not_content() {
+        let mut s = StreamState::default();
+        let role = br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#;
+        assert_eq!(s.on_event(role, Api::Chat).unwrap(), ChunkInfo::Nothing);
+        let c = br#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#;
+        assert_eq!(
+            s.on_event(c, Api::Chat).unwrap(),
+            ChunkInfo::Content { tokens: 1 }
+        );
+        let usage = br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":3}},"timings":{"draft_n":4,"draft_n_accepted":3}}"#;
+        assert_eq!(s.on_event(usage, Api::Chat).unwrap(), ChunkInfo::Nothing);
+        assert_eq!(
+            s.on_event(b"[DONE]", Api::Chat).unwrap(),
+            ChunkInfo::Nothing
+        );
+        let mut rec = RequestRecord::new(0.0, 0.0);
+        rec.push_chunk(5.0, 1);
+        assert_eq!(s.finish(&mut rec), Outcome::Ok);
+        assert_eq!(rec.input_tokens, Some(7));
+        assert_eq!(rec.cached_tokens, Some(3));
+        assert_eq!(
+            (rec.draft_tokens, rec.accepted_draft_tokens),
+            (Some(4), Some(3))
+        );
+    }
+
+    #[test]
+    fn continuous_usage_gives_tokens_per_chunk() {
+        let mut s = StreamState::default();
+        let a =
+            br#"{"choices":[{"text":"a b c"}],"usage":{"prompt_tokens":5,"completion_tokens":3}}"#;
+        let b =
+            br#"{"choices":[{"text":"d e"}],"usage":{"prompt_tokens":5,"completion_tokens":5}}"#;
+        assert_eq!(
+            s.on_event(a, Api::Completions).unwrap(),
+            ChunkInfo::Content { tokens: 3 }
+        );
+        assert_eq!(
+            s.on_event(b, Api::Completions).unwrap(),
+            ChunkInfo::Content { tokens: 2 }
+        );
+    }
+
+    #[test]
+    fn malformed_chunks_and_embedded_errors_are_classified() {
+        let mut s = StreamState::default();
+        let e = s.on_event(b"{not json", Api::Chat).unwrap_err();
+        assert_eq!(e.class, FailureClass::Protocol);
+        let e = s
+            .on_event(br#"{"error":{"message":"boom","code":500}}"#, Api::Chat)
+            .unwrap_err();
+        assert_eq!(e.class, FailureClass::HttpError);
+        assert!(e.detail.contains("boom"));
+    }
+
+    #[test]
+    fn missing_done_is_a_protocol_failure() {
+        let s = StreamState::default();
+        let mut rec = RequestRecord::new(0.0, 0.0);
+        rec.push_chunk(1.0, 1);
+        match s.finish(&mut rec) {
+            Outcome::Failed(f) => assert_eq!(f.class, FailureClass::Protocol),
+            o => panic!("expected failure, got {o:?}"),
+        }
+    }
+
+    #[test]
+    fn body_carries_exact_length_knobs_and_usage_options() {
+        let b = build_body(Api::Chat, "m", PromptBody::Text("hi".into()), 256, true);
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["messages"][0]["content"], "hi");
+        assert_eq!(v["max_tokens"], 256);
+        assert_eq!(v["min_tokens"], 256);
+        assert_eq!(v["ignore_eos"], true);
+        assert_eq!(v["stream"], true);
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        let b = build_body(
+            Api::Completions,
+            "m",
+            PromptBody::Text("hi".into()),
+            8,
+            false,
+        );
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["prompt"], "hi");
+        assert!(v.get("ignore_eos").is_none() && v.get("min_tokens").is_none());
+    }
+}

@@ -1,0 +1,137 @@
+//! The raw record of one request: every statistic is derived from these.
+//!
+//! Times are milliseconds. `scheduled_ms` and `sent_ms` count from the start
+//! of the load level; `ttft_ms`, `e2e_ms` and chunk times count from the
+//! moment the request was sent.
+
+use serde::{Deserialize, Serialize};
+
+use crate::failure::Failure;
+
+/// Final status of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Completed with a well-formed stream.
+    Ok,
+    /// Failed; see `failure`.
+    Failed,
+}
+
+/// How a request ended, before it is folded into the record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Completed.
+    Ok,
+    /// Failed with this evidence.
+    Failed(Failure),
+}
+
+/// Everything observed about one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// When the schedule wanted it sent, ms since level start.
+    pub scheduled_ms: f64,
+    /// When it was actually sent, ms since level start.
+    pub sent_ms: f64,
+    /// Send → first content chunk, ms; absent if none arrived.
+    pub ttft_ms: Option<f64>,
+    /// Send → last byte of the response, ms.
+    pub e2e_ms: Option<f64>,
+    /// `[ms since send, tokens]` for every content chunk.
+    pub chunks: Vec<(f64, u32)>,
+    /// Prompt tokens the client planned to send, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_input_tokens: Option<u64>,
+    /// Prompt tokens reported by the server.
+    pub input_tokens: Option<u64>,
+    /// Output tokens reported by the server (or counted from chunks).
+    pub output_tokens: Option<u64>,
+    /// Output tokens asked for (`max_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_output_tokens: Option<u64>,
+    /// Prompt tokens served from the prefix cache, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    /// Whether per-chunk token counts came from the server's continuous usage.
+    #[serde(default)]
+    pub tokens_per_chunk_from_server: bool,
+    /// Speculative draft tokens proposed (llama.cpp `timings.draft_n`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_tokens: Option<u64>,
+    /// Speculative draft tokens accepted (llama.cpp `timings.draft_n_accepted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_draft_tokens: Option<u64>,
+    /// Prompt kind, dataset or scenario label, when the source names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Multi-turn session index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    /// Turn index within the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// Final status.
+    pub status: Status,
+    /// Failure class and evidence when `status` is `failed`.
+    pub failure: Option<Failure>,
+}
+
+impl RequestRecord {
+    /// A record for a request scheduled and sent at these level-relative times.
+    pub fn new(scheduled_ms: f64, sent_ms: f64) -> Self {
+        Self {
+            scheduled_ms,
+            sent_ms,
+            ttft_ms: None,
+            e2e_ms: None,
+            chunks: Vec::new(),
+            planned_input_tokens: None,
+            input_tokens: None,
+            output_tokens: None,
+            requested_output_tokens: None,
+            cached_tokens: None,
+            tokens_per_chunk_from_server: false,
+            draft_tokens: None,
+            accepted_draft_tokens: None,
+            label: None,
+            session: None,
+            turn: None,
+            status: Status::Ok,
+            failure: None,
+        }
+    }
+
+    /// Note a content chunk that arrived `at_ms` after sending.
+    pub fn push_chunk(&mut self, at_ms: f64, tokens: u32) {
+        if self.ttft_ms.is_none() {
+            self.ttft_ms = Some(at_ms);
+        }
+        self.chunks.push((at_ms, tokens));
+    }
+
+    /// Record the outcome and the end time.
+    pub fn finish(&mut self, outcome: Outcome, end_ms: f64) {
+        self.e2e_ms = Some(end_ms);
+        match outcome {
+            Outcome::Ok => {
+                self.status = Status::Ok;
+                self.failure = None;
+            }
+            Outcome::Failed(f) => {
+                self.status = Status::Failed;
+                self.failure = Some(f);
+            }
+        }
+    }
+
+    /// Whether the request completed.
+    pub fn is_ok(&self) -> bool {
+        self.status == Status::Ok
+    }
+
+    /// Dispatch lag: how late the request left against its schedule, ms.
+    pub fn dispatch_lag_ms(&self) -> f64 {
+        (self.sent_ms - self.scheduled_ms).max(0.0)
+    }
+}

@@ -1,0 +1,156 @@
+//! Failure classes: every failed request or cell carries one, with evidence.
+//!
+//! A failure is data, never a zero: statistics skip failed requests and count
+//! them by class instead (SPEC section 8).
+
+use serde::{Deserialize, Serialize};
+
+/// Why a request or a cell did not produce a measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// The server process did not start.
+    StartFailed,
+    /// The server never became healthy in time.
+    HealthTimeout,
+    /// The server died while a cell was running.
+    Crashed,
+    /// HTTP 400 saying the input is longer than the context.
+    ContextOverflow,
+    /// Any other non-success HTTP status.
+    HttpError,
+    /// The request (or cell) ran past its time limit.
+    Timeout,
+    /// A malformed or truncated stream.
+    Protocol,
+    /// The connection could not be made or was reset.
+    Connection,
+    /// It ran, but the numbers are not believable.
+    Suspicious,
+}
+
+impl FailureClass {
+    /// The snake_case name used in result files and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::StartFailed => "start_failed",
+            Self::HealthTimeout => "health_timeout",
+            Self::Crashed => "crashed",
+            Self::ContextOverflow => "context_overflow",
+            Self::HttpError => "http_error",
+            Self::Timeout => "timeout",
+            Self::Protocol => "protocol",
+            Self::Connection => "connection",
+            Self::Suspicious => "suspicious",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failure with its class and the evidence that explains it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The class of failure.
+    pub class: FailureClass,
+    /// Human-readable evidence: status and body, error text, log line.
+    pub detail: String,
+    /// HTTP status when one was received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+}
+
+impl Failure {
+    /// A failure without an HTTP status.
+    pub fn new(class: FailureClass, detail: impl Into<String>) -> Self {
+        Self {
+            class,
+            detail: detail.into(),
+            status: None,
+        }
+    }
+
+    /// Classify a non-success HTTP answer from its status and body.
+    pub fn from_http(status: u16, body: &str) -> Self {
+        let class = if status == 400 && mentions_context_overflow(body) {
+            FailureClass::ContextOverflow
+        } else if status == 408 || status == 504 {
+            FailureClass::Timeout
+        } else {
+            FailureClass::HttpError
+        };
+        Self {
+            class,
+            detail: truncate(body, 4096),
+            status: Some(status),
+        }
+    }
+}
+
+/// Whether an error body says the input exceeds the context window, in any of
+/// the phrasings vLLM, SGLang, llama.cpp and OpenAI use.
+pub fn mentions_context_overflow(body: &str) -> bool {
+    let b = body.to_ascii_lowercase();
+    [
+        "maximum context length",
+        "context length",
+        "context size",
+        "exceed_context_size",
+        "context_length_exceeded",
+        "longer than the model",
+        "too long",
+    ]
+    .iter()
+    .any(|p| b.contains(p))
+}
+
+/// Cut `s` to at most `max` bytes on a character boundary, marking the cut.
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[{} bytes cut]", &s[..end], s.len() - end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_overflow_bodies_of_each_engine_are_recognised() {
+        let llamacpp = r#"{"error":{"code":400,"message":"request (1401 tokens) exceeds the available context size (1024 tokens), try increasing it","type":"exceed_context_size_error"}}"#;
+        let vllm = r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens","type":"BadRequestError","code":400}"#;
+        let sglang = r#"{"object":"error","message":"The input (40000 tokens) is longer than the model's context length (32768 tokens).","code":400}"#;
+        for body in [llamacpp, vllm, sglang] {
+            assert_eq!(
+                Failure::from_http(400, body).class,
+                FailureClass::ContextOverflow,
+                "{body}"
+            );
+        }
+        assert_eq!(
+            Failure::from_http(400, r#"{"error":"bad json"}"#).class,
+            FailureClass::HttpError
+        );
+        assert_eq!(
+            Failure::from_http(500, "context length").class,
+            FailureClass::HttpError
+        );
+    }
+
+    #[test]
+    fn truncation_respects_char_boundaries() {
+        let s = "ééééé";
+        let t = truncate(s, 3);
+        assert!(t.starts_with('é') && t.contains("bytes cut"));
+        assert_eq!(truncate("abc", 10), "abc");
+    }
+}

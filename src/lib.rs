@@ -1,0 +1,94 @@
+//! # servebench
+//!
+//! Benchmark campaigns against LLM serving engines. Layout map:
+//!
+//! - [`cli`] — command-line arguments as typed (no logic).
+//! - [`bench`] — `servebench bench`: one-shot load against a running endpoint.
+//! - [`load`] — arrival schedules, request sources and the one load driver.
+//! - [`client`] — streaming OpenAI-compatible HTTP client, SSE parser, raw records.
+//! - [`metrics`] — statistics, goodput and level summaries derived from raw records.
+//! - [`failure`] — failure classes with evidence.
+//! - [`sim`] — the built-in simulated OpenAI-compatible server.
+//! - [`ui`] — progress display and terminal tables.
+//! - [`util`] — unit parsing, atomic writes, process self-measurement.
+//!
+//! Dependencies point one way: `cli` → `bench` → `load` → `client` →
+//! `metrics`; `sim` depends only on the request DTOs in `client::openai`.
+
+pub mod bench;
+pub mod cli;
+pub mod client;
+pub mod failure;
+pub mod load;
+pub mod metrics;
+pub mod sim;
+pub mod ui;
+pub mod util;
+
+use std::process::ExitCode;
+
+use tokio_util::sync::CancellationToken;
+
+/// Exit code when the run finished but some requests or cells failed.
+pub const EXIT_SOME_FAILED: u8 = 3;
+/// Exit code when the run could not be carried out.
+pub const EXIT_ERROR: u8 = 1;
+/// Exit code after an interrupt (128 + SIGINT).
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Run a parsed command line to completion.
+pub async fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
+    let cancel = CancellationToken::new();
+    spawn_signal_handler(cancel.clone());
+    match cli.command {
+        cli::Command::Bench(args) => {
+            let all_ok = bench::run(args, cancel).await?;
+            Ok(if all_ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_SOME_FAILED)
+            })
+        }
+        cli::Command::Sim(args) => run_sim(args, cancel).await,
+    }
+}
+
+async fn run_sim(args: cli::SimArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    let mut config = args.config;
+    config.validate().map_err(|e| anyhow::anyhow!(e))?;
+    config.log = true;
+    let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}:{}: {e}", args.host, args.port))?;
+    if let Some(p) = &args.port_file {
+        let port = listener.local_addr()?.port();
+        util::fsx::write_atomic(p, port.to_string().as_bytes())?;
+    }
+    match sim::serve(listener, config, cancel).await {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(sim::SimError::Crashed(_)) => Ok(ExitCode::from(134)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Turn SIGINT/SIGTERM into cancellation; a second signal exits at once.
+fn spawn_signal_handler(cancel: CancellationToken) {
+    tokio::spawn(async move {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+        for _ in 0..2 {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            if cancel.is_cancelled() {
+                std::process::exit(EXIT_INTERRUPTED as i32);
+            }
+            eprintln!("interrupted: stopping (signal again to exit at once)");
+            cancel.cancel();
+        }
+    });
+}

@@ -1,0 +1,511 @@
+//! The one load driver: arrival schedule × request source × stop condition.
+//!
+//! Closed and open loops share this file and differ only in how they decide
+//! when the next request leaves; every request goes through the same
+//! [`Executor`] and produces one raw record. Warm-up requests run first, at
+//! the level's concurrency, and are excluded from the returned records.
+//! All timing uses `tokio::time`, so tests can run it on a paused clock.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::schedule::{ArrivalClock, LoadShape};
+use crate::client::record::RequestRecord;
+use crate::client::Endpoint;
+use crate::metrics::live::LiveView;
+
+/// One request ready to be sent.
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    /// The serialized request body.
+    pub body: Bytes,
+    /// Prompt tokens the source intended, when it knows.
+    pub planned_input_tokens: Option<u64>,
+    /// Output tokens asked for.
+    pub output_tokens: u64,
+    /// Prompt kind or source label.
+    pub label: Option<String>,
+}
+
+/// Yields the requests of a level, one per index.
+pub trait RequestSource: Send {
+    /// The request with this index, or `None` when the source is exhausted.
+    fn next_request(&mut self, index: u64) -> Option<PreparedRequest>;
+}
+
+/// Sends a prepared request and records what happened.
+pub trait Executor: Send + Sync + 'static {
+    /// Execute `req`, scheduled at `scheduled`, with times relative to `epoch`.
+    fn execute(
+        &self,
+        req: PreparedRequest,
+        epoch: std::time::Instant,
+        scheduled: std::time::Instant,
+    ) -> impl Future<Output = RequestRecord> + Send;
+}
+
+/// The real executor: a streaming HTTP request with a time limit.
+pub struct HttpExecutor {
+    /// Where requests go.
+    pub endpoint: Endpoint,
+    /// Limit for one request, first byte to last.
+    pub request_timeout: Duration,
+}
+
+impl Executor for HttpExecutor {
+    async fn execute(
+        &self,
+        req: PreparedRequest,
+        epoch: std::time::Instant,
+        scheduled: std::time::Instant,
+    ) -> RequestRecord {
+        let mut rec = self
+            .endpoint
+            .stream(req.body, epoch, scheduled, self.request_timeout)
+            .await;
+        rec.planned_input_tokens = req.planned_input_tokens;
+        rec.requested_output_tokens = Some(req.output_tokens);
+        rec.label = req.label;
+        rec
+    }
+}
+
+/// When a level stops dispatching new requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StopCondition {
+    /// Measured requests to send.
+    pub max_requests: Option<u64>,
+    /// Wall time after which no new request is dispatched.
+    pub max_duration: Option<Duration>,
+}
+
+impl StopCondition {
+    /// Reject unbounded levels: every load loop must end on its own.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_requests.is_none() && self.max_duration.is_none() {
+            return Err("a level needs a request count or a duration (or both)".into());
+        }
+        if self.max_requests == Some(0) {
+            return Err("the request count must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// What a level produced.
+#[derive(Debug, Clone)]
+pub struct LevelRun {
+    /// Measured requests, ordered by send time.
+    pub records: Vec<RequestRecord>,
+    /// Wall time from the first measured dispatch to the last completion, s.
+    pub duration_s: f64,
+    /// Warm-up requests sent (excluded from `records`).
+    pub warmup_sent: u64,
+    /// Warm-up requests that failed.
+    pub warmup_failed: u64,
+    /// Whether the level was cut short by cancellation.
+    pub cancelled: bool,
+}
+
+/// Everything a level needs besides its executor and source.
+#[derive(Debug, Clone, Copy)]
+pub struct LevelPlan {
+    /// Closed or open loop.
+    pub shape: LoadShape,
+    /// When to stop dispatching.
+    pub stop: StopCondition,
+    /// Warm-up requests before measuring.
+    pub warmup: u64,
+    /// Seed for the arrival process.
+    pub seed: u64,
+}
+
+type SharedSource = Arc<Mutex<Box<dyn RequestSource>>>;
+
+fn take_request(source: &SharedSource, index: u64) -> Option<PreparedRequest> {
+    source.lock().ok()?.next_request(index)
+}
+
+/// Run one level: warm-up, then the measured requests.
+pub async fn run_level<E: Executor>(
+    plan: LevelPlan,
+    executor: Arc<E>,
+    source: Box<dyn RequestSource>,
+    live: Arc<LiveView>,
+    cancel: CancellationToken,
+) -> Result<LevelRun, String> {
+    plan.stop.validate()?;
+    let source: SharedSource = Arc::new(Mutex::new(source));
+    let mut next_index = 0u64;
+    let (mut warmup_sent, mut warmup_failed) = (0, 0);
+    if plan.warmup > 0 {
+        let width = match plan.shape {
+            LoadShape::Concurrency { value } => value,
+            LoadShape::Rate {
+                max_concurrency, ..
+            } => max_concurrency.unwrap_or(u32::MAX),
+        }
+        .max(1)
+        .min(plan.warmup as u32);
+        let warm = closed_loop(
+            width,
+            StopCondition {
+                max_requests: Some(plan.warmup),
+                max_duration: None,
+            },
+            0,
+            executor.clone(),
+            source.clone(),
+            None,
+            cancel.clone(),
+        )
+        .await;
+        warmup_sent = warm.len() as u64;
+        warmup_failed = warm.iter().filter(|r| !r.is_ok()).count() as u64;
+        next_index = plan.warmup;
+    }
+    let epoch = Instant::now();
+    let mut records = match plan.shape {
+        LoadShape::Concurrency { value } => {
+            if value == 0 {
+                return Err("concurrency must be at least 1".into());
+            }
+            closed_loop(
+                value,
+                plan.stop,
+                next_index,
+                executor,
+                source,
+                Some(live),
+                cancel.clone(),
+            )
+            .await
+        }
+        LoadShape::Rate {
+            value,
+            arrival,
+            burstiness,
+            max_concurrency,
+        } => {
+            let clock = ArrivalClock::new(value, arrival, burstiness, plan.seed)?;
+            open_loop(
+                clock,
+                max_concurrency,
+                plan.stop,
+                next_index,
+                executor,
+                source,
+                live,
+                cancel.clone(),
+            )
+            .await
+        }
+    };
+    let duration_s = epoch.elapsed().as_secs_f64();
+    records.sort_by(|a, b| a.sent_ms.total_cmp(&b.sent_ms));
+    Ok(LevelRun {
+        records,
+        duration_s,
+        warmup_sent,
+        warmup_failed,
+        cancelled: cancel.is_cancelled(),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn closed_loop<E: Executor>(
+    users: u32,
+    stop: StopCondition,
+    first_index: u64,
+    executor: Arc<E>,
+    source: SharedSource,
+    live: Option<Arc<LiveView>>,
+    cancel: CancellationToken,
+) -> Vec<RequestRecord> {
+    let epoch = Instant::now();
+    let deadline = stop.max_duration.map(|d| epoch + d);
+    let limit = stop
+        .max_requests
+        .map(|n| first_index + n)
+        .unwrap_or(u64::MAX);
+    let counter = Arc::new(std::sync::atomic::AtomicU64::new(first_index));
+    let mut workers = JoinSet::new();
+    for _ in 0..users {
+        let (executor, source, live, cancel, counter) = (
+            executor.clone(),
+            source.clone(),
+            live.clone(),
+            cancel.clone(),
+            counter.clone(),
+        );
+        workers.spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                if cancel.is_cancelled() || deadline.is_some_and(|d| Instant::now() >= d) {
+                    break;
+                }
+                let idx = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if idx >= limit {
+                    break;
+                }
+                let Some(req) = take_request(&source, idx) else {
+                    break;
+                };
+                let scheduled = Instant::now();
+                let rec = tokio::select! {
+                    r = executor.execute(req, epoch.into_std(), scheduled.into_std()) => r,
+                    _ = cancel.cancelled() => break,
+                };
+                if let Some(l) = &live {
+                    l.record(rec.is_ok(), rec.ttft_ms, rec.output_tokens.unwrap_or(0));
+                }
+                mine.push(rec);
+            }
+            mine
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(res) = workers.join_next().await {
+        if let Ok(mut v) = res {
+            all.append(&mut v);
+        }
+    }
+    all
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn open_loop<E: Executor>(
+    clock: ArrivalClock,
+    max_concurrency: Option<u32>,
+    stop: StopCondition,
+    first_index: u64,
+    executor: Arc<E>,
+    source: SharedSource,
+    live: Arc<LiveView>,
+    cancel: CancellationToken,
+) -> Vec<RequestRecord> {
+    let epoch = Instant::now();
+    let deadline = stop.max_duration.map(|d| epoch + d);
+    let limit = stop.max_requests.unwrap_or(u64::MAX);
+    let slots = max_concurrency.map(|n| Arc::new(tokio::sync::Semaphore::new(n.max(1) as usize)));
+    let mut tasks = JoinSet::new();
+    let mut all = Vec::new();
+    for (n, offset) in clock.enumerate() {
+        let n = n as u64;
+        if n >= limit {
+            break;
+        }
+        let scheduled = epoch + offset;
+        if deadline.is_some_and(|d| scheduled >= d) {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(scheduled) => {}
+            _ = cancel.cancelled() => break,
+        }
+        // Reap finished requests so memory stays bounded on long levels.
+        while let Some(done) = tasks.try_join_next() {
+            if let Ok(rec) = done {
+                all.push(rec);
+            }
+        }
+        let permit = match &slots {
+            Some(s) => tokio::select! {
+                p = s.clone().acquire_owned() => p.ok(),
+                _ = cancel.cancelled() => break,
+            },
+            None => None,
+        };
+        let Some(req) = take_request(&source, first_index + n) else {
+            break;
+        };
+        let (executor, live) = (executor.clone(), live.clone());
+        tasks.spawn(async move {
+            let rec = executor
+                .execute(req, epoch.into_std(), scheduled.into_std())
+                .await;
+            drop(permit);
+            live.record(rec.is_ok(), rec.ttft_ms, rec.output_tokens.unwrap_or(0));
+            rec
+        });
+    }
+    loop {
+        tokio::select! {
+            r = tasks.join_next() => match r {
+                Some(Ok(rec)) => all.push(rec),
+                Some(Err(_)) => {}
+                None => break,
+            },
+            _ = cancel.cancelled() => {
+                tasks.abort_all();
+                break;
+            }
+        }
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::record::Outcome;
+    use crate::load::schedule::Arrival;
+
+    /// Answers every request after a fixed virtual delay.
+    struct FixedDelay(Duration);
+
+    impl Executor for FixedDelay {
+        async fn execute(
+            &self,
+            req: PreparedRequest,
+            epoch: std::time::Instant,
+            scheduled: std::time::Instant,
+        ) -> RequestRecord {
+            let sent = Instant::now().into_std();
+            let ms = |a: std::time::Instant, b: std::time::Instant| {
+                b.saturating_duration_since(a).as_secs_f64() * 1000.0
+            };
+            let mut r = RequestRecord::new(ms(epoch, scheduled), ms(epoch, sent));
+            tokio::time::sleep(self.0).await;
+            r.push_chunk(self.0.as_secs_f64() * 1000.0, 1);
+            r.output_tokens = Some(req.output_tokens);
+            r.finish(Outcome::Ok, self.0.as_secs_f64() * 1000.0);
+            r
+        }
+    }
+
+    struct Counting;
+    impl RequestSource for Counting {
+        fn next_request(&mut self, index: u64) -> Option<PreparedRequest> {
+            Some(PreparedRequest {
+                body: Bytes::new(),
+                planned_input_tokens: None,
+                output_tokens: index,
+                label: None,
+            })
+        }
+    }
+
+    async fn level(shape: LoadShape, stop: StopCondition, warmup: u64) -> LevelRun {
+        run_level(
+            LevelPlan {
+                shape,
+                stop,
+                warmup,
+                seed: 1,
+            },
+            Arc::new(FixedDelay(Duration::from_millis(100))),
+            Box::new(Counting),
+            Arc::new(LiveView::default()),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn closed_loop_keeps_exactly_n_requests_in_flight() {
+        let stop = StopCondition {
+            max_requests: Some(20),
+            max_duration: None,
+        };
+        let run = level(LoadShape::Concurrency { value: 4 }, stop, 3).await;
+        assert_eq!(run.records.len(), 20);
+        assert_eq!(run.warmup_sent, 3);
+        // 20 requests, 4 at a time, 100 ms each = 5 waves = 500 ms.
+        assert!((run.duration_s - 0.5).abs() < 0.01, "{}", run.duration_s);
+        let firsts = run.records.iter().filter(|r| r.sent_ms < 1.0).count();
+        assert_eq!(firsts, 4);
+        // Warm-up requests are excluded: measured indices start after them.
+        let mut outs: Vec<u64> = run
+            .records
+            .iter()
+            .map(|r| r.requested_or_output())
+            .collect();
+        outs.sort();
+        assert_eq!(outs.first(), Some(&3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn open_loop_sends_on_schedule_regardless_of_completions() {
+        let shape = LoadShape::Rate {
+            value: 10.0,
+            arrival: Arrival::Constant,
+            burstiness: 1.0,
+            max_concurrency: None,
+        };
+        let stop = StopCondition {
+            max_requests: Some(10),
+            max_duration: None,
+        };
+        let run = level(shape, stop, 0).await;
+        assert_eq!(run.records.len(), 10);
+        for (i, r) in run.records.iter().enumerate() {
+            assert!((r.scheduled_ms - 100.0 * i as f64).abs() < 1e-6);
+            assert!(r.dispatch_lag_ms() < 1e-6);
+        }
+        // Last arrival at 900 ms plus 100 ms of service.
+        assert!((run.duration_s - 1.0).abs() < 0.01);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn capped_open_loop_reports_dispatch_lag() {
+        let shape = LoadShape::Rate {
+            value: 100.0,
+            arrival: Arrival::Constant,
+            burstiness: 1.0,
+            max_concurrency: Some(1),
+        };
+        let stop = StopCondition {
+            max_requests: Some(5),
+            max_duration: None,
+        };
+        let run = level(shape, stop, 0).await;
+        // One slot and 100 ms service: request i leaves at 100*i ms but was due at 10*i ms.
+        let lags: Vec<f64> = run.records.iter().map(|r| r.dispatch_lag_ms()).collect();
+        for (i, lag) in lags.iter().enumerate() {
+            assert!((lag - 90.0 * i as f64).abs() < 1.0, "{lags:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn duration_stops_dispatch_and_unbounded_levels_are_refused() {
+        let stop = StopCondition {
+            max_requests: None,
+            max_duration: Some(Duration::from_millis(350)),
+        };
+        let run = level(LoadShape::Concurrency { value: 2 }, stop, 0).await;
+        // Dispatches at 0, 100, 200, 300 ms per user; none at 400.
+        assert_eq!(run.records.len(), 8);
+        let err = run_level(
+            LevelPlan {
+                shape: LoadShape::Concurrency { value: 1 },
+                stop: StopCondition {
+                    max_requests: None,
+                    max_duration: None,
+                },
+                warmup: 0,
+                seed: 0,
+            },
+            Arc::new(FixedDelay(Duration::from_millis(1))),
+            Box::new(Counting),
+            Arc::new(LiveView::default()),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+        assert!(err.contains("request count or a duration"));
+    }
+
+    impl RequestRecord {
+        fn requested_or_output(&self) -> u64 {
+            self.output_tokens.unwrap_or(0)
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! Request sources that turn workload settings into request bodies.
+
+use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::driver::{PreparedRequest, RequestSource};
+use crate::client::openai::{build_body, Api, PromptBody};
+
+const VOCAB: [&str; 32] = [
+    "river", "stone", "copper", "lantern", "orbit", "meadow", "signal", "harbor", "velvet",
+    "cinder", "quartz", "falcon", "ember", "glacier", "thicket", "prism", "tundra", "willow",
+    "cobalt", "saddle", "beacon", "marble", "nectar", "pylon", "rustle", "summit", "timber",
+    "vessel", "zephyr", "anchor", "bramble", "canyon",
+];
+
+/// Synthetic prompts of N random words, unique per request index and seed.
+pub struct SyntheticSource {
+    /// API the bodies are built for.
+    pub api: Api,
+    /// Served model name.
+    pub model: String,
+    /// Words per prompt.
+    pub input_words: u64,
+    /// Output tokens asked for.
+    pub output_tokens: u64,
+    /// Ask for exactly `output_tokens`.
+    pub ignore_eos: bool,
+    /// Seed mixed with the request index.
+    pub seed: u64,
+}
+
+impl SyntheticSource {
+    /// The prompt text for one request index.
+    pub fn prompt(&self, index: u64) -> String {
+        let mut rng = StdRng::seed_from_u64(self.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ index);
+        let mut s = String::with_capacity(self.input_words as usize * 8);
+        // A leading request number keeps prompts distinct even for tiny lengths.
+        for i in 0..self.input_words {
+            if i > 0 {
+                s.push(' ');
+            }
+            if i == 0 {
+                s.push_str(&format!("r{index}"));
+            } else {
+                s.push_str(VOCAB[rng.random_range(0..VOCAB.len())]);
+            }
+        }
+        s
+    }
+}
+
+impl RequestSource for SyntheticSource {
+    fn next_request(&mut self, index: u64) -> Option<PreparedRequest> {
+        let body = build_body(
+            self.api,
+            &self.model,
+            PromptBody::Text(self.prompt(index)),
+            self.output_tokens,
+            self.ignore_eos,
+        );
+        Some(PreparedRequest {
+            body: Bytes::from(body),
+            planned_input_tokens: None,
+            output_tokens: self.output_tokens,
+            label: Some("synthetic".into()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompts_have_the_asked_word_count_and_differ_per_index() {
+        let s = SyntheticSource {
+            api: Api::Completions,
+            model: "m".into(),
+            input_words: 50,
+            output_tokens: 8,
+            ignore_eos: true,
+            seed: 1,
+        };
+        let a = s.prompt(0);
+        let b = s.prompt(1);
+        assert_eq!(a.split_ascii_whitespace().count(), 50);
+        assert_ne!(a, b);
+        assert_eq!(a, s.prompt(0));
+    }
+}

@@ -1,0 +1,42 @@
+//! Statistics derived from raw request records (SPEC section 7).
+//!
+//! Definitions — every number in a result file follows these:
+//! - **TTFT**: send → first content-bearing chunk (role-only and usage-only
+//!   chunks do not count).
+//! - **E2E**: send → last byte of the response.
+//! - **TPOT**: (E2E − TTFT) / (output tokens − 1), per request with ≥ 2 tokens.
+//! - **ITL per chunk**: gaps between consecutive content chunks, pooled over
+//!   requests.
+//! - **ITL per token**: each chunk gap divided by the tokens that chunk
+//!   carried, counted once per token (speculative decoding puts several
+//!   tokens in one chunk).
+//! - **Decode speed**: (output tokens − 1) / (E2E − TTFT), tokens/s per request.
+//! - **Throughput**: tokens of completed requests / wall time of the level.
+//! - **Goodput**: completed requests meeting every SLO bound, as a share of
+//!   all requests and as a rate.
+//!
+//! Failed requests are counted by class and never enter latency statistics.
+//! Percentiles interpolate linearly between closest ranks.
+
+pub mod goodput;
+pub mod level;
+pub mod live;
+pub mod stats;
+
+/// One sentence per metric, copied into every result file.
+pub fn definitions() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("ttft_ms", "Time to first token: from sending the request to the arrival of the first content-bearing chunk (role-only and usage-only chunks excluded), in ms."),
+        ("e2e_ms", "End-to-end latency: from sending the request to the last byte of the response, in ms."),
+        ("tpot_ms", "Time per output token: (E2E - TTFT) / (output tokens - 1), per request with at least 2 output tokens, in ms."),
+        ("itl_ms", "Inter-chunk latency: gaps between consecutive content chunks of a request, pooled over requests, in ms."),
+        ("itl_per_token_ms", "Inter-token latency: each chunk gap divided by the number of tokens in that chunk, counted once per token, in ms."),
+        ("decode_tok_s", "Per-request decode speed: (output tokens - 1) / (E2E - TTFT), in tokens/s."),
+        ("output_throughput_tok_s", "Output tokens of completed requests divided by the level's wall time (first dispatch to last completion), in tokens/s."),
+        ("total_throughput_tok_s", "Input plus output tokens of completed requests divided by the level's wall time, in tokens/s."),
+        ("request_throughput_rps", "Completed requests divided by the level's wall time, in requests/s."),
+        ("goodput", "Completed requests meeting every SLO bound (TTFT, TPOT, E2E): their share of all requests and their rate per second."),
+        ("dispatch_lag_ms", "How late the client sent each request against its schedule, in ms; large values mean the client, not the server, limited the load."),
+        ("output_tokens", "Output tokens as reported by the server's usage; counted from chunks only when the server reports none."),
+    ]
+}

@@ -1,0 +1,784 @@
+//! `servebench sim`: a real OpenAI-compatible HTTP server whose timing
+//! follows the performance model in [`model`], with fault injection.
+//!
+//! It serves `POST /v1/completions`, `POST /v1/chat/completions` (streaming
+//! and not), `GET /v1/models`, `GET /health`, `GET /metrics` (Prometheus
+//! text, `sim:*` names) and `POST /tokenize`. [`serve`] takes a bound
+//! listener and a shutdown token, so tests bind 127.0.0.1:0 in-process.
+//! Given the same seed and the same request order it behaves the same.
+
+pub mod model;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::openai::GenerateRequest;
+
+/// The simulator's performance model and faults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
+pub struct SimConfig {
+    /// Model name served at /v1/models.
+    #[arg(long, default_value = "sim-model")]
+    pub model_name: String,
+    /// Prefill speed in tokens/s (0 = instant); prefills run one at a time.
+    #[arg(long, default_value_t = 20_000.0)]
+    pub prefill_tok_s: f64,
+    /// Fixed part of time to first token, ms.
+    #[arg(long, default_value_t = 5.0)]
+    pub ttft_overhead_ms: f64,
+    /// Decode step time with an empty batch, ms (0 = as fast as possible).
+    #[arg(long, default_value_t = 10.0)]
+    pub decode_step_ms: f64,
+    /// Extra decode step time per running sequence, ms.
+    #[arg(long, default_value_t = 0.05)]
+    pub decode_step_per_seq_ms: f64,
+    /// KV cache capacity in tokens; requests wait for room (prompt + output).
+    #[arg(long, default_value_t = 262_144)]
+    pub kv_capacity_tokens: u64,
+    /// Most sequences decoding at once; others wait.
+    #[arg(long, default_value_t = 256)]
+    pub max_running_requests: u32,
+    /// Context window: prompt + max_tokens above it gets HTTP 400.
+    #[arg(long, default_value_t = 32_768)]
+    pub context_length: u64,
+    /// Output length when the request sets no max_tokens.
+    #[arg(long, default_value_t = 256)]
+    pub default_max_tokens: u64,
+    /// Answer stops "naturally" after this many tokens unless ignore_eos/min_tokens.
+    #[arg(long)]
+    pub eos_after: Option<u64>,
+    /// Speculative draft tokens per step (0 = off).
+    #[arg(long, default_value_t = 0)]
+    pub spec_draft_tokens: u32,
+    /// Probability that each successive draft token is accepted.
+    #[arg(long, default_value_t = 0.7)]
+    pub spec_acceptance: f64,
+    /// Cost of a speculative step relative to a plain one.
+    #[arg(long, default_value_t = 1.3)]
+    pub spec_step_factor: f64,
+    /// Seed for acceptance draws and fault choices.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Fault: crash (log a CUDA error, exit non-zero) when request N+1 arrives.
+    #[arg(long)]
+    pub crash_after: Option<u64>,
+    /// The line logged when crashing.
+    #[arg(
+        long,
+        default_value = "CUDA error: an illegal instruction was encountered"
+    )]
+    pub crash_message: String,
+    /// Fault: requests after the Nth never get an answer.
+    #[arg(long)]
+    pub hang_after: Option<u64>,
+    /// Fault: /health answers 503 for this long after start, ms.
+    #[arg(long, default_value_t = 0)]
+    pub startup_delay_ms: u64,
+    /// Fault: fraction of requests answered with HTTP 500.
+    #[arg(long, default_value_t = 0.0)]
+    pub error_rate: f64,
+    /// Fault: fraction of streams cut off half-way without [DONE].
+    #[arg(long, default_value_t = 0.0)]
+    pub truncate_rate: f64,
+    /// Write log lines to stderr.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub log: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            cfg: SimConfig,
+        }
+        Wrapper::parse_from(["sim"]).cfg
+    }
+}
+
+impl SimConfig {
+    /// Check values that would make the model meaningless.
+    pub fn validate(&self) -> Result<(), String> {
+        let frac = |name: &str, v: f64| {
+            if (0.0..=1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("--{name} must be between 0 and 1, got {v}"))
+            }
+        };
+        frac("spec-acceptance", self.spec_acceptance)?;
+        frac("error-rate", self.error_rate)?;
+        frac("truncate-rate", self.truncate_rate)?;
+        for (name, v) in [
+            ("prefill-tok-s", self.prefill_tok_s),
+            ("ttft-overhead-ms", self.ttft_overhead_ms),
+            ("decode-step-ms", self.decode_step_ms),
+            ("decode-step-per-seq-ms", self.decode_step_per_seq_ms),
+            ("spec-step-factor", self.spec_step_factor),
+        ] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(format!("--{name} must be a non-negative number, got {v}"));
+            }
+        }
+        if self.max_running_requests == 0 || self.kv_capacity_tokens == 0 {
+            return Err("--max-running-requests and --kv-capacity-tokens must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// Why the simulator stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The crash fault fired.
+    #[error("simulated crash: {0}")]
+    Crashed(String),
+    /// Accepting connections failed.
+    #[error("accept failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+#[derive(Default)]
+struct Counters {
+    requests_arrived: AtomicU64,
+    running: AtomicU64,
+    waiting: AtomicU64,
+    prompt_tokens: AtomicU64,
+    generation_tokens: AtomicU64,
+    success: AtomicU64,
+    kv_used: AtomicU64,
+    drafts: AtomicU64,
+    draft_tokens: AtomicU64,
+    accepted_tokens: AtomicU64,
+}
+
+struct Shared {
+    cfg: SimConfig,
+    counters: Counters,
+    slots: Arc<Semaphore>,
+    kv: Arc<Semaphore>,
+    prefill: tokio::sync::Mutex<()>,
+    ready_at: Instant,
+    crash: CancellationToken,
+    crashed: AtomicBool,
+    created: u64,
+}
+
+/// Keeps the running gauge and KV usage right however a stream ends.
+struct Admission {
+    shared: Arc<Shared>,
+    kv_tokens: u64,
+    _slot: OwnedSemaphorePermit,
+    _kv: OwnedSemaphorePermit,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.shared.counters.running.fetch_sub(1, Ordering::Relaxed);
+        self.shared
+            .counters
+            .kv_used
+            .fetch_sub(self.kv_tokens, Ordering::Relaxed);
+    }
+}
+
+struct WaitingGuard<'a>(&'a AtomicU64);
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Serve the simulator on `listener` until `shutdown` fires or a crash fault.
+pub async fn serve(
+    listener: TcpListener,
+    cfg: SimConfig,
+    shutdown: CancellationToken,
+) -> Result<(), SimError> {
+    let ready_at = Instant::now() + Duration::from_millis(cfg.startup_delay_ms);
+    let shared = Arc::new(Shared {
+        slots: Arc::new(Semaphore::new(cfg.max_running_requests as usize)),
+        kv: Arc::new(Semaphore::new(
+            cfg.kv_capacity_tokens.min(Semaphore::MAX_PERMITS as u64) as usize,
+        )),
+        prefill: tokio::sync::Mutex::new(()),
+        counters: Counters::default(),
+        ready_at,
+        crash: CancellationToken::new(),
+        crashed: AtomicBool::new(false),
+        created: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        cfg,
+    });
+    let app = Router::new()
+        .route("/health", get(health))
+        .route("/v1/models", get(models))
+        .route("/metrics", get(metrics))
+        .route("/tokenize", post(tokenize))
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat))
+        .with_state(shared.clone());
+    if shared.cfg.log {
+        let addr = listener.local_addr()?;
+        eprintln!(
+            "sim: kv capacity {} tokens, max running requests {}, context length {}",
+            shared.cfg.kv_capacity_tokens,
+            shared.cfg.max_running_requests,
+            shared.cfg.context_length
+        );
+        eprintln!("sim: ready on {addr}");
+    }
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _) = match accepted {
+                    Ok(s) => s,
+                    // Out of descriptors or a reset during accept: keep serving.
+                    Err(_) => { tokio::time::sleep(Duration::from_millis(5)).await; continue; }
+                };
+                let _ = stream.set_nodelay(true);
+                let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+                conns.spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .keep_alive(true)
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            _ = shared.crash.cancelled() => {
+                conns.abort_all();
+                return Err(SimError::Crashed(shared.cfg.crash_message.clone()));
+            }
+            _ = shutdown.cancelled() => {
+                conns.abort_all();
+                return Ok(());
+            }
+        }
+    }
+}
+
+async fn health(State(s): State<Arc<Shared>>) -> Response {
+    if Instant::now() < s.ready_at {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({"error": {"message": "Loading model", "code": 503}})),
+        )
+            .into_response();
+    }
+    (StatusCode::OK, "OK").into_response()
+}
+
+async fn models(State(s): State<Arc<Shared>>) -> Response {
+    Json(serde_json::json!({
+        "object": "list",
+        "data": [{
+            "id": s.cfg.model_name,
+            "object": "model",
+            "owned_by": "servebench-sim",
+            "max_model_len": s.cfg.context_length,
+        }]
+    }))
+    .into_response()
+}
+
+#[derive(Deserialize)]
+struct TokenizeRequest {
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    content: Option<String>,
+}
+
+async fn tokenize(State(s): State<Arc<Shared>>, Json(req): Json<TokenizeRequest>) -> Response {
+    let text = req.prompt.or(req.content).unwrap_or_default();
+    let tokens: Vec<u64> = text
+        .split_ascii_whitespace()
+        .map(|w| {
+            w.bytes()
+                .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64))
+                % 50_000
+        })
+        .collect();
+    Json(serde_json::json!({
+        "count": tokens.len(),
+        "max_model_len": s.cfg.context_length,
+        "tokens": tokens,
+    }))
+    .into_response()
+}
+
+async fn metrics(State(s): State<Arc<Shared>>) -> Response {
+    let c = &s.counters;
+    let kv_frac = c.kv_used.load(Ordering::Relaxed) as f64 / s.cfg.kv_capacity_tokens as f64;
+    let mut out = String::with_capacity(2048);
+    let mut metric = |name: &str, kind: &str, help: &str, value: String| {
+        out.push_str(&format!("# HELP sim:{name} {help}\n# TYPE sim:{name} {kind}\nsim:{name}{{model_name=\"{}\"}} {value}\n", s.cfg.model_name));
+    };
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
+    metric(
+        "num_requests_running",
+        "gauge",
+        "Sequences decoding now.",
+        load(&c.running),
+    );
+    metric(
+        "num_requests_waiting",
+        "gauge",
+        "Requests waiting for a slot or KV space.",
+        load(&c.waiting),
+    );
+    metric(
+        "kv_cache_usage_perc",
+        "gauge",
+        "Fraction of KV capacity reserved by running sequences.",
+        format!("{kv_frac}"),
+    );
+    metric(
+        "prompt_tokens_total",
+        "counter",
+        "Prompt tokens processed.",
+        load(&c.prompt_tokens),
+    );
+    metric(
+        "generation_tokens_total",
+        "counter",
+        "Tokens generated.",
+        load(&c.generation_tokens),
+    );
+    metric(
+        "request_success_total",
+        "counter",
+        "Requests finished normally.",
+        load(&c.success),
+    );
+    metric(
+        "spec_decode_num_drafts_total",
+        "counter",
+        "Speculative verification steps.",
+        load(&c.drafts),
+    );
+    metric(
+        "spec_decode_num_draft_tokens_total",
+        "counter",
+        "Draft tokens proposed.",
+        load(&c.draft_tokens),
+    );
+    metric(
+        "spec_decode_num_accepted_tokens_total",
+        "counter",
+        "Draft tokens accepted.",
+        load(&c.accepted_tokens),
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+async fn completions(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
+    generate(s, body, false).await
+}
+
+async fn chat(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
+    generate(s, body, true).await
+}
+
+fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
+    let body = serde_json::json!({
+        "error": {"message": message, "type": kind, "param": null, "code": status.as_u16()}
+    });
+    (status, Json(body)).into_response()
+}
+
+async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
+    let req: GenerateRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                "BadRequestError",
+                &format!("invalid request body: {e}"),
+            )
+        }
+    };
+    if chat && req.messages.is_none() {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "BadRequestError",
+            "chat requests need `messages`",
+        );
+    }
+    if !chat && req.prompt.is_none() {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "BadRequestError",
+            "completions requests need `prompt`",
+        );
+    }
+    if Instant::now() < s.ready_at {
+        return error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "Loading model",
+        );
+    }
+    let n = s.counters.requests_arrived.fetch_add(1, Ordering::Relaxed) + 1;
+    if s.cfg.crash_after.is_some_and(|limit| n > limit) {
+        if !s.crashed.swap(true, Ordering::SeqCst) && s.cfg.log {
+            eprintln!("{}", s.cfg.crash_message);
+        }
+        s.crash.cancel();
+        std::future::pending::<()>().await;
+    }
+    if s.cfg.hang_after.is_some_and(|limit| n > limit) {
+        std::future::pending::<()>().await;
+    }
+    let mut rng = StdRng::seed_from_u64(s.cfg.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    if s.cfg.error_rate > 0.0 && rng.random::<f64>() < s.cfg.error_rate {
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalServerError",
+            "simulated internal error",
+        );
+    }
+    let prompt = model::prompt_tokens(&req);
+    let max_tokens = req
+        .output_limit()
+        .unwrap_or(s.cfg.default_max_tokens)
+        .max(1);
+    if let Some(msg) = model::context_overflow_message(&s.cfg, prompt, max_tokens) {
+        return error_response(StatusCode::BAD_REQUEST, "BadRequestError", &msg);
+    }
+    let forced = req.ignore_eos || req.min_tokens.is_some_and(|m| m >= max_tokens);
+    let target = match s.cfg.eos_after {
+        Some(e) if !forced => e.clamp(1, max_tokens),
+        _ => max_tokens,
+    };
+    let truncate_at = (s.cfg.truncate_rate > 0.0 && rng.random::<f64>() < s.cfg.truncate_rate)
+        .then_some((target / 2).max(1));
+    let opts = req.stream_options.unwrap_or_default();
+    let gen = Generation {
+        shared: s.clone(),
+        id: n,
+        chat,
+        prompt,
+        max_tokens,
+        target,
+        include_usage: opts.include_usage,
+        continuous: opts.continuous_usage_stats,
+        emitted: 0,
+        next_at: Instant::now(),
+        rng,
+        truncate_at,
+        stage: Stage::Start,
+        admission: None,
+    };
+    if req.stream {
+        let stream = futures_util::stream::unfold(gen, |mut g| async move {
+            let item = g.next_sse().await?;
+            Some((item, g))
+        });
+        Response::builder()
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .body(Body::from_stream(stream))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+    } else {
+        gen.collect().await
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Start,
+    Admit,
+    Decode,
+    Tail,
+    Done,
+}
+
+/// One request's generation, advanced one stream event at a time.
+struct Generation {
+    shared: Arc<Shared>,
+    id: u64,
+    chat: bool,
+    prompt: u64,
+    max_tokens: u64,
+    target: u64,
+    include_usage: bool,
+    continuous: bool,
+    emitted: u64,
+    next_at: Instant,
+    rng: StdRng,
+    truncate_at: Option<u64>,
+    stage: Stage,
+    admission: Option<Admission>,
+}
+
+const WORDS: [&str; 16] = [
+    " the", " model", " serves", " tokens", " quickly", " and", " each", " step", " decodes",
+    " one", " more", " word", " for", " every", " running", " request",
+];
+
+enum Event {
+    Role,
+    Tokens(u64),
+    Finish,
+}
+
+impl Generation {
+    /// Advance to the next event; `None` at the end.
+    async fn next_event(&mut self) -> Option<Result<Event, std::io::Error>> {
+        loop {
+            match self.stage {
+                Stage::Start => {
+                    self.stage = Stage::Admit;
+                    if self.chat {
+                        return Some(Ok(Event::Role));
+                    }
+                }
+                Stage::Admit => {
+                    self.admit().await;
+                    self.stage = Stage::Decode;
+                    self.emitted = 1;
+                    let running = self.shared.counters.running.load(Ordering::Relaxed);
+                    self.next_at = Instant::now() + ms(model::step_ms(&self.shared.cfg, running));
+                    return Some(Ok(Event::Tokens(1)));
+                }
+                Stage::Decode => {
+                    if self.emitted >= self.target {
+                        self.stage = Stage::Tail;
+                        continue;
+                    }
+                    if self.truncate_at.is_some_and(|t| self.emitted >= t) {
+                        self.stage = Stage::Done;
+                        return Some(Err(std::io::Error::other("simulated truncated stream")));
+                    }
+                    if self.next_at > Instant::now() {
+                        tokio::time::sleep_until(self.next_at).await;
+                    }
+                    let cfg = &self.shared.cfg;
+                    let mut k = 1;
+                    if cfg.spec_draft_tokens > 0 {
+                        let accepted = model::draw_accepted(
+                            &mut self.rng,
+                            cfg.spec_draft_tokens,
+                            cfg.spec_acceptance,
+                        );
+                        let c = &self.shared.counters;
+                        c.drafts.fetch_add(1, Ordering::Relaxed);
+                        c.draft_tokens
+                            .fetch_add(cfg.spec_draft_tokens as u64, Ordering::Relaxed);
+                        c.accepted_tokens
+                            .fetch_add(accepted as u64, Ordering::Relaxed);
+                        k += accepted as u64;
+                    }
+                    let k = k.min(self.target - self.emitted);
+                    self.emitted += k;
+                    let running = self.shared.counters.running.load(Ordering::Relaxed);
+                    self.next_at += ms(model::step_ms(cfg, running));
+                    return Some(Ok(Event::Tokens(k)));
+                }
+                Stage::Tail => {
+                    self.stage = Stage::Done;
+                    let c = &self.shared.counters;
+                    c.generation_tokens
+                        .fetch_add(self.emitted, Ordering::Relaxed);
+                    c.success.fetch_add(1, Ordering::Relaxed);
+                    self.admission = None;
+                    return Some(Ok(Event::Finish));
+                }
+                Stage::Done => return None,
+            }
+        }
+    }
+
+    /// Wait for a running slot and KV room, then prefill.
+    async fn admit(&mut self) {
+        let s = self.shared.clone();
+        let kv_tokens = (self.prompt + self.max_tokens).min(s.cfg.kv_capacity_tokens) as u32;
+        s.counters.waiting.fetch_add(1, Ordering::Relaxed);
+        let (slot, kv) = {
+            let _waiting = WaitingGuard(&s.counters.waiting);
+            let slot = s
+                .slots
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("semaphore never closed");
+            let kv =
+                s.kv.clone()
+                    .acquire_many_owned(kv_tokens.max(1))
+                    .await
+                    .expect("semaphore never closed");
+            (slot, kv)
+        };
+        s.counters.running.fetch_add(1, Ordering::Relaxed);
+        s.counters
+            .kv_used
+            .fetch_add(kv_tokens as u64, Ordering::Relaxed);
+        s.counters
+            .prompt_tokens
+            .fetch_add(self.prompt, Ordering::Relaxed);
+        self.admission = Some(Admission {
+            shared: s.clone(),
+            kv_tokens: kv_tokens as u64,
+            _slot: slot,
+            _kv: kv,
+        });
+        let prefill = model::prefill_ms(&s.cfg, self.prompt);
+        if prefill > 0.0 {
+            let _lane = s.prefill.lock().await;
+            tokio::time::sleep(ms(prefill)).await;
+        }
+        if s.cfg.ttft_overhead_ms > 0.0 {
+            tokio::time::sleep(ms(s.cfg.ttft_overhead_ms)).await;
+        }
+    }
+
+    fn text(&self, first: u64, k: u64) -> String {
+        (first..first + k)
+            .map(|i| WORDS[(i as usize + self.id as usize) % WORDS.len()])
+            .collect()
+    }
+
+    fn usage_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "prompt_tokens": self.prompt,
+            "completion_tokens": self.emitted,
+            "total_tokens": self.prompt + self.emitted,
+            "prompt_tokens_details": {"cached_tokens": 0},
+        })
+    }
+
+    fn finish_reason(&self) -> &'static str {
+        if self.emitted >= self.max_tokens {
+            "length"
+        } else {
+            "stop"
+        }
+    }
+
+    fn chunk(&self, choice: serde_json::Value, usage: bool) -> Bytes {
+        let object = if self.chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        };
+        let prefix = if self.chat { "chatcmpl" } else { "cmpl" };
+        let mut v = serde_json::json!({
+            "id": format!("{prefix}-sim-{}", self.id),
+            "object": object,
+            "created": self.shared.created,
+            "model": self.shared.cfg.model_name,
+            "choices": [choice],
+        });
+        if usage {
+            v["usage"] = self.usage_json();
+        }
+        Bytes::from(format!("data: {v}\n\n"))
+    }
+
+    /// The next SSE frame.
+    async fn next_sse(&mut self) -> Option<Result<Bytes, std::io::Error>> {
+        let ev = match self.next_event().await? {
+            Ok(e) => e,
+            Err(e) => return Some(Err(e)),
+        };
+        let out = match ev {
+            Event::Role => self.chunk(
+                serde_json::json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}),
+                false,
+            ),
+            Event::Tokens(k) => {
+                let text = self.text(self.emitted - k, k);
+                let choice = if self.chat {
+                    serde_json::json!({"index": 0, "delta": {"content": text}, "finish_reason": null})
+                } else {
+                    serde_json::json!({"index": 0, "text": text, "logprobs": null, "finish_reason": null})
+                };
+                self.chunk(choice, self.continuous)
+            }
+            Event::Finish => {
+                let reason = self.finish_reason();
+                let choice = if self.chat {
+                    serde_json::json!({"index": 0, "delta": {}, "finish_reason": reason})
+                } else {
+                    serde_json::json!({"index": 0, "text": "", "logprobs": null, "finish_reason": reason})
+                };
+                let mut out = self.chunk(choice, self.continuous).to_vec();
+                if self.include_usage {
+                    let v = serde_json::json!({
+                        "id": format!("sim-{}", self.id),
+                        "object": if self.chat { "chat.completion.chunk" } else { "text_completion" },
+                        "created": self.shared.created,
+                        "model": self.shared.cfg.model_name,
+                        "choices": [],
+                        "usage": self.usage_json(),
+                    });
+                    out.extend_from_slice(format!("data: {v}\n\n").as_bytes());
+                }
+                out.extend_from_slice(b"data: [DONE]\n\n");
+                Bytes::from(out)
+            }
+        };
+        Some(Ok(out))
+    }
+
+    /// Run the whole generation and answer with one JSON body.
+    async fn collect(mut self) -> Response {
+        let mut text = String::new();
+        while let Some(ev) = self.next_event().await {
+            match ev {
+                Ok(Event::Tokens(k)) => text.push_str(&self.text(self.emitted - k, k)),
+                Ok(_) => {}
+                Err(e) => {
+                    return error_response(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "InternalServerError",
+                        &e.to_string(),
+                    )
+                }
+            }
+        }
+        let reason = self.finish_reason();
+        let choice = if self.chat {
+            serde_json::json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": reason})
+        } else {
+            serde_json::json!({"index": 0, "text": text, "finish_reason": reason})
+        };
+        Json(serde_json::json!({
+            "id": format!("sim-{}", self.id),
+            "object": if self.chat { "chat.completion" } else { "text_completion" },
+            "created": self.shared.created,
+            "model": self.shared.cfg.model_name,
+            "choices": [choice],
+            "usage": self.usage_json(),
+        }))
+        .into_response()
+    }
+}
+
+fn ms(v: f64) -> Duration {
+    Duration::from_secs_f64(v.max(0.0) / 1000.0)
+}

@@ -1,0 +1,5 @@
+//! Small helpers shared across modules: unit parsing and atomic file writes.
+
+pub mod fsx;
+pub mod proc;
+pub mod units;

@@ -1,0 +1,135 @@
+//! Parsing of human-written durations, lists and SLO specifications.
+//!
+//! Durations accept `humantime` syntax (`200ms`, `1.5s`, `10m`); a bare
+//! number is rejected because its unit would be a guess.
+
+use std::time::Duration;
+
+/// Parse a duration such as `200ms`, `2s`, `1.5s` or `5m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("empty duration".into());
+    }
+    if t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "duration `{t}` has no unit; write e.g. `{t}ms` or `{t}s`"
+        ));
+    }
+    // humantime has no fractional units, so handle `1.5s`-style values here.
+    if let Some(pos) = t.find(|c: char| c.is_ascii_alphabetic()) {
+        let (num, unit) = t.split_at(pos);
+        if num.contains('.') {
+            let v: f64 = num
+                .parse()
+                .map_err(|_| format!("invalid number `{num}` in duration `{t}`"))?;
+            let scale = match unit {
+                "ns" => 1e-9,
+                "us" | "µs" => 1e-6,
+                "ms" => 1e-3,
+                "s" | "sec" => 1.0,
+                "m" | "min" => 60.0,
+                "h" => 3600.0,
+                _ => return Err(format!("unknown unit `{unit}` in duration `{t}`")),
+            };
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(format!("duration `{t}` must be a non-negative number"));
+            }
+            return Ok(Duration::from_secs_f64(v * scale));
+        }
+    }
+    humantime::parse_duration(t).map_err(|e| format!("invalid duration `{t}`: {e}"))
+}
+
+/// Parse a comma-separated list of values with `parse_one` for each item.
+pub fn parse_list<T>(
+    s: &str,
+    parse_one: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    let items: Vec<&str> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .collect();
+    if items.is_empty() {
+        return Err("empty list".into());
+    }
+    items.into_iter().map(parse_one).collect()
+}
+
+/// Service-level objectives a request must meet to count as good.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Slo {
+    /// Upper bound on time to first token, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    /// Upper bound on time per output token, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    /// Upper bound on end-to-end latency, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+}
+
+impl Slo {
+    /// Whether no bound is set.
+    pub fn is_empty(&self) -> bool {
+        self.ttft_ms.is_none() && self.tpot_ms.is_none() && self.e2e_ms.is_none()
+    }
+}
+
+/// Parse `ttft=200ms,tpot=50ms,e2e=10s` into an [`Slo`].
+pub fn parse_slo(s: &str) -> Result<Slo, String> {
+    let mut slo = Slo::default();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = part.split_once('=').ok_or_else(|| {
+            format!("SLO item `{part}` is not KEY=DURATION (keys: ttft, tpot, e2e)")
+        })?;
+        let ms = parse_duration(value)?.as_secs_f64() * 1000.0;
+        match key.trim() {
+            "ttft" => slo.ttft_ms = Some(ms),
+            "tpot" => slo.tpot_ms = Some(ms),
+            "e2e" => slo.e2e_ms = Some(ms),
+            other => {
+                return Err(format!(
+                    "unknown SLO key `{other}`; allowed: ttft, tpot, e2e"
+                ))
+            }
+        }
+    }
+    if slo.is_empty() {
+        return Err("empty SLO; write e.g. ttft=200ms,tpot=50ms".into());
+    }
+    Ok(slo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_need_units_and_accept_fractions() {
+        assert_eq!(parse_duration("200ms").unwrap(), Duration::from_millis(200));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("200").unwrap_err().contains("no unit"));
+        assert!(parse_duration("3 parsecs").is_err());
+    }
+
+    #[test]
+    fn slo_parses_all_keys_and_rejects_unknown() {
+        let slo = parse_slo("ttft=200ms, tpot=50ms,e2e=10s").unwrap();
+        assert_eq!(slo.ttft_ms, Some(200.0));
+        assert_eq!(slo.tpot_ms, Some(50.0));
+        assert_eq!(slo.e2e_ms, Some(10_000.0));
+        assert!(parse_slo("itl=5ms").unwrap_err().contains("allowed"));
+        assert!(parse_slo("ttft").is_err());
+    }
+
+    #[test]
+    fn lists_parse_each_item() {
+        let v = parse_list("1, 4,16", |x| x.parse::<u32>().map_err(|e| e.to_string())).unwrap();
+        assert_eq!(v, vec![1, 4, 16]);
+        assert!(parse_list("1,x", |x| x.parse::<u32>().map_err(|e| e.to_string())).is_err());
+    }
+}
