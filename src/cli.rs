@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::client::openai::Api;
 use crate::load::schedule::Arrival;
+use crate::memory::{EngineRule, KvCacheDtype};
 use crate::sim::SimConfig;
 
 /// servebench: benchmark campaigns against LLM serving engines.
@@ -24,6 +25,61 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run the built-in simulated OpenAI-compatible server.
     Sim(SimArgs),
+    /// Estimate GPU memory, KV capacity and feasibility of one server config.
+    Memory(MemoryArgs),
+}
+
+/// Arguments of `servebench memory`.
+#[derive(Debug, Clone, Args)]
+pub struct MemoryArgs {
+    /// Hugging Face model directory or its config.json.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Whose memory rule to apply.
+    #[arg(long, value_enum, default_value = "sglang")]
+    pub engine: EngineRule,
+    /// Tensor-parallel size.
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    /// Memory of one GPU, e.g. 96GiB or 80GB.
+    #[arg(long)]
+    pub gpu_memory: String,
+    /// SGLang --mem-fraction-static or vLLM --gpu-memory-utilization (engine default if absent).
+    #[arg(long)]
+    pub mem_fraction: Option<f64>,
+    /// --max-running-requests (SGLang) / --max-num-seqs (vLLM).
+    #[arg(long)]
+    pub max_running_requests: Option<u32>,
+    /// --context-length (SGLang) / --max-model-len (vLLM).
+    #[arg(long)]
+    pub context_length: Option<u64>,
+    /// KV cache element type.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub kv_cache_dtype: KvCacheDtype,
+    /// Draft model directory for speculative decoding.
+    #[arg(long)]
+    pub draft_model: Option<PathBuf>,
+    /// Tokens verified per speculative step.
+    #[arg(long)]
+    pub speculative_num_draft_tokens: Option<u32>,
+    /// Memory reserved outside weights and caches, e.g. 2GiB (engine default if absent).
+    #[arg(long)]
+    pub reserve: Option<String>,
+    /// vLLM --max-num-batched-tokens (tokens in its memory-profiling pass).
+    #[arg(long)]
+    pub max_batched_tokens: Option<u64>,
+    /// GPUs available to the server.
+    #[arg(long)]
+    pub gpus: Option<u32>,
+    /// Tokens per request (input + output) to check against capacity.
+    #[arg(long)]
+    pub request_tokens: Option<u64>,
+    /// Concurrent requests to check against capacity.
+    #[arg(long)]
+    pub concurrency: Option<u32>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `servebench bench`.

@@ -7,6 +7,7 @@
 //! - [`load`] — arrival schedules, request sources and the one load driver.
 //! - [`client`] — streaming OpenAI-compatible HTTP client, SSE parser, raw records.
 //! - [`metrics`] — statistics, goodput and level summaries derived from raw records.
+//! - [`memory`] — model-aware GPU memory, KV capacity and feasibility (pure).
 //! - [`failure`] — failure classes with evidence.
 //! - [`sim`] — the built-in simulated OpenAI-compatible server.
 //! - [`ui`] — progress display and terminal tables.
@@ -20,6 +21,7 @@ pub mod cli;
 pub mod client;
 pub mod failure;
 pub mod load;
+pub mod memory;
 pub mod metrics;
 pub mod sim;
 pub mod ui;
@@ -50,7 +52,47 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
             })
         }
         cli::Command::Sim(args) => run_sim(args, cancel).await,
+        cli::Command::Memory(args) => run_memory(args),
     }
+}
+
+fn run_memory(a: cli::MemoryArgs) -> anyhow::Result<ExitCode> {
+    let model = memory::load_model_info(&a.model)?;
+    let gpu =
+        memory::parse_bytes(&a.gpu_memory).map_err(|e| anyhow::anyhow!("--gpu-memory: {e}"))?;
+    let mut inputs = memory::MemoryInputs::new(a.engine, a.tp, gpu);
+    inputs.mem_fraction = a.mem_fraction;
+    inputs.max_running_requests = a.max_running_requests;
+    inputs.context_length = a.context_length;
+    inputs.kv_cache_dtype = a.kv_cache_dtype;
+    inputs.draft = a
+        .draft_model
+        .as_deref()
+        .map(memory::load_model_info)
+        .transpose()?;
+    inputs.speculative_num_draft_tokens = a.speculative_num_draft_tokens;
+    inputs.reserve_bytes = a
+        .reserve
+        .as_deref()
+        .map(memory::parse_bytes)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--reserve: {e}"))?;
+    inputs.max_batched_tokens = a.max_batched_tokens;
+    inputs.gpus_available = a.gpus;
+    inputs.request_tokens = a.request_tokens;
+    inputs.concurrency = a.concurrency;
+    let est = memory::estimate(&model, &inputs);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&est)?);
+    } else {
+        print!("{}", memory::render_table(&est));
+    }
+    let blocked = est.verdicts.iter().any(|v| v.level == memory::Level::Error);
+    Ok(if blocked {
+        ExitCode::from(EXIT_SOME_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 async fn run_sim(args: cli::SimArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {

@@ -48,7 +48,7 @@ const DEFAULT_DRAFT_TOKENS: u32 = 4;
 const VLLM_PROFILE_SEQS: u64 = 256;
 
 /// Which engine's memory rule applies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineRule {
     /// SGLang: `--mem-fraction-static` covers weights and pools.
@@ -58,7 +58,7 @@ pub enum EngineRule {
 }
 
 /// KV cache element type (`--kv-cache-dtype`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum KvCacheDtype {
     /// The model's activation dtype (16-bit).
