@@ -9,6 +9,7 @@
 //! - [`metrics`] — statistics, goodput and level summaries derived from raw records.
 //! - [`memory`] — model-aware GPU memory, KV capacity and feasibility (pure).
 //! - [`failure`] — failure classes with evidence.
+//! - [`telemetry`] — Prometheus scrapes and deltas, engine log facts, GPU sampling (pure parsers).
 //! - [`sim`] — the built-in simulated OpenAI-compatible server.
 //! - [`ui`] — progress display and terminal tables.
 //! - [`util`] — unit parsing, atomic writes, process self-measurement.
@@ -24,6 +25,7 @@ pub mod load;
 pub mod memory;
 pub mod metrics;
 pub mod sim;
+pub mod telemetry;
 pub mod ui;
 pub mod util;
 
