@@ -50,6 +50,6 @@ impl LiveView {
     /// Median TTFT so far, in ms.
     pub fn ttft_p50_ms(&self) -> Option<f64> {
         let h = self.ttft_us.lock().ok()?;
-        (h.len() > 0).then(|| h.value_at_quantile(0.5) as f64 / 1000.0)
+        (!h.is_empty()).then(|| h.value_at_quantile(0.5) as f64 / 1000.0)
     }
 }

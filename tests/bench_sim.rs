@@ -1,0 +1,317 @@
+//! `servebench bench` against the built-in simulator: measured numbers match
+//! the simulator's configured ground truth, and failures are classified.
+
+mod common;
+
+use common::{bench, fast_sim, start_sim};
+
+fn p50(s: &Option<servebench::metrics::stats::Stats>) -> f64 {
+    s.expect("statistic present").p50
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_ttft_and_itl_are_measured_within_tolerance() {
+    let mut cfg = fast_sim();
+    cfg.ttft_overhead_ms = 50.0;
+    cfg.decode_step_ms = 10.0;
+    let sim = start_sim(cfg).await;
+    let url = sim.url();
+    let (r, ok) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "4",
+        "--num-requests",
+        "16",
+        "--input-len",
+        "32",
+        "--output-len",
+        "20",
+        "--ignore-eos",
+    ])
+    .await;
+    assert!(ok);
+    let l = &r.levels[0];
+    assert_eq!((l.completed, l.failed), (16, 0));
+    let ttft = p50(&l.ttft_ms);
+    let itl = p50(&l.itl_ms);
+    // Timer granularity on the server side is 1 ms; the client adds well under that.
+    assert!((50.0..53.0).contains(&ttft), "ttft p50 {ttft}");
+    assert!((9.0..11.5).contains(&itl), "itl p50 {itl}");
+    for req in &l.requests {
+        assert_eq!(req.output_tokens, Some(20));
+        assert_eq!(req.input_tokens, Some(32));
+        assert_eq!(req.chunks.len(), 20);
+    }
+    assert_eq!(l.tpot_ms.unwrap().count, 16);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_tokens_per_chunk_makes_per_token_itl_a_third() {
+    let mut cfg = fast_sim();
+    cfg.decode_step_ms = 6.0;
+    cfg.spec_step_factor = 1.0;
+    cfg.spec_draft_tokens = 2;
+    cfg.spec_acceptance = 1.0;
+    let sim = start_sim(cfg).await;
+    let url = sim.url();
+    let (r, _) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "2",
+        "--num-requests",
+        "6",
+        "--output-len",
+        "31",
+        "--ignore-eos",
+    ])
+    .await;
+    let l = &r.levels[0];
+    assert_eq!(l.completed, 6);
+    // 1 token first, then 10 chunks of 3.
+    for req in &l.requests {
+        assert_eq!(
+            req.chunks.iter().skip(1).map(|c| c.1).collect::<Vec<_>>(),
+            vec![3; 10]
+        );
+        assert_eq!(req.output_tokens, Some(31));
+    }
+    let ratio = p50(&l.itl_ms) / p50(&l.itl_per_token_ms);
+    assert!((ratio - 3.0).abs() < 0.05, "chunk/token ITL ratio {ratio}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_long_prompt_is_context_overflow_with_the_server_message() {
+    let mut cfg = fast_sim();
+    cfg.context_length = 100;
+    let sim = start_sim(cfg).await;
+    let url = sim.url();
+    let (r, ok) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "2",
+        "--num-requests",
+        "4",
+        "--input-len",
+        "200",
+        "--output-len",
+        "8",
+    ])
+    .await;
+    assert!(!ok);
+    let l = &r.levels[0];
+    assert_eq!((l.completed, l.failed), (0, 4));
+    assert_eq!(l.failures_by_class.get("context_overflow"), Some(&4));
+    let f = l.requests[0].failure.as_ref().unwrap();
+    assert_eq!(f.status, Some(400));
+    assert!(
+        f.detail.contains("maximum context length is 100 tokens"),
+        "{}",
+        f.detail
+    );
+    // A failed level has no latency numbers at all, never zeros.
+    assert!(l.ttft_ms.is_none() && l.tpot_ms.is_none());
+    assert_eq!(l.output_throughput_tok_s, 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_mid_run_gives_classified_failures_not_zeros() {
+    let mut cfg = fast_sim();
+    cfg.decode_step_ms = 5.0;
+    cfg.crash_after = Some(3);
+    let mut sim = start_sim(cfg).await;
+    let url = sim.url();
+    let (r, ok) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "2",
+        "--num-requests",
+        "8",
+        "--output-len",
+        "40",
+        "--ignore-eos",
+        "--request-timeout",
+        "5s",
+    ])
+    .await;
+    assert!(!ok);
+    let l = &r.levels[0];
+    assert!(l.failed >= 5, "failed {}", l.failed);
+    for req in l.requests.iter().filter(|r| !r.is_ok()) {
+        let class = req.failure.as_ref().unwrap().class.as_str();
+        assert!(["protocol", "connection"].contains(&class), "{class}");
+    }
+    let ok_count = l.requests.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(l.ttft_ms.map(|s| s.count).unwrap_or(0), ok_count);
+    assert!(matches!(
+        sim.join().await,
+        Err(servebench::sim::SimError::Crashed(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_errors_truncation_and_hangs_are_classified() {
+    let mut cfg = fast_sim();
+    cfg.error_rate = 1.0;
+    let sim = start_sim(cfg).await;
+    let url = sim.url();
+    let (r, _) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "2",
+        "--output-len",
+        "4",
+    ])
+    .await;
+    assert_eq!(r.levels[0].failures_by_class.get("http_error"), Some(&2));
+    assert_eq!(
+        r.levels[0].requests[0].failure.as_ref().unwrap().status,
+        Some(500)
+    );
+
+    let mut cfg = fast_sim();
+    cfg.truncate_rate = 1.0;
+    let sim = start_sim(cfg).await;
+    let url = sim.url();
+    let (r, _) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "2",
+        "--output-len",
+        "10",
+    ])
+    .await;
+    assert_eq!(r.levels[0].failures_by_class.get("protocol"), Some(&2));
+
+    let mut cfg = fast_sim();
+    cfg.hang_after = Some(0);
+    let sim = start_sim(cfg).await;
+    let url = sim.url();
+    let (r, _) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "2",
+        "--num-requests",
+        "2",
+        "--output-len",
+        "4",
+        "--request-timeout",
+        "300ms",
+    ])
+    .await;
+    assert_eq!(r.levels[0].failures_by_class.get("timeout"), Some(&2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eos_ends_answers_early_unless_ignore_eos_is_set() {
+    let mut cfg = fast_sim();
+    cfg.eos_after = Some(5);
+    let sim = start_sim(cfg).await;
+    let url = sim.url();
+    let (r, _) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "2",
+        "--output-len",
+        "12",
+    ])
+    .await;
+    assert!(r.levels[0]
+        .requests
+        .iter()
+        .all(|q| q.output_tokens == Some(5)));
+    let (r, _) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "2",
+        "--output-len",
+        "12",
+        "--ignore-eos",
+    ])
+    .await;
+    assert!(r.levels[0]
+        .requests
+        .iter()
+        .all(|q| q.output_tokens == Some(12)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_levels_run_in_order_with_chat_and_goodput() {
+    let mut cfg = fast_sim();
+    cfg.decode_step_ms = 2.0;
+    let sim = start_sim(cfg).await;
+    let url = sim.url();
+    let (r, ok) = bench(&[
+        "--url",
+        &url,
+        "--api",
+        "chat",
+        "--request-rate",
+        "50,100",
+        "--arrival",
+        "constant",
+        "--num-requests",
+        "20",
+        "--output-len",
+        "5",
+        "--slo",
+        "ttft=1s,tpot=1s",
+        "--slo",
+        "ttft=1us",
+    ])
+    .await;
+    assert!(ok);
+    assert_eq!(r.levels.len(), 2);
+    let l = &r.levels[0];
+    assert_eq!(l.completed, 20);
+    assert_eq!(l.goodput[0].good_requests, 20);
+    assert_eq!(l.goodput[1].good_requests, 0);
+    // Constant arrivals at 50/s are scheduled 20 ms apart.
+    let gap = l.requests[1].scheduled_ms - l.requests[0].scheduled_ms;
+    assert!((gap - 20.0).abs() < 0.01, "{gap}");
+    assert_eq!(r.target.model, "sim-model");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_start_answers_503_until_ready() {
+    let mut cfg = fast_sim();
+    cfg.startup_delay_ms = 300;
+    let sim = start_sim(cfg).await;
+    let ep =
+        servebench::client::Endpoint::new(&sim.url(), servebench::client::openai::Api::Completions)
+            .unwrap();
+    let (status, _) = ep
+        .get("/health", std::time::Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(status, 503);
+    let start = std::time::Instant::now();
+    loop {
+        let (status, _) = ep
+            .get("/health", std::time::Duration::from_secs(1))
+            .await
+            .unwrap();
+        if status == 200 {
+            break;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(start.elapsed() >= std::time::Duration::from_millis(200));
+}

@@ -1,0 +1,151 @@
+//! The real binary: exit codes, one-line errors, and the simulator process.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn refused_endpoint_is_one_clear_line_and_exit_1() {
+    let port = common::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let (code, _, err) = run(&[
+        "bench",
+        "--url",
+        &url,
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "1",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cannot reach") && err.to_lowercase().contains("refused"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_values_name_the_flag() {
+    let (code, _, err) = run(&[
+        "bench",
+        "--url",
+        "http://127.0.0.1:9",
+        "--concurrency",
+        "0",
+        "--num-requests",
+        "1",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--concurrency") && err.contains("at least 1"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["bench", "--url", "http://127.0.0.1:9", "--concurrency", "1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--num-requests"), "{err}");
+    let (code, _, err) = run(&[
+        "bench",
+        "--url",
+        "http://127.0.0.1:9",
+        "--api",
+        "grpc",
+        "--concurrency",
+        "1",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("completions") && err.contains("chat"), "{err}");
+    let (code, _, err) = run(&[
+        "bench",
+        "--url",
+        "http://127.0.0.1:9",
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "1",
+        "--slo",
+        "ttft=5",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--slo") && err.contains("no unit"), "{err}");
+}
+
+#[test]
+fn sim_process_crashes_with_the_logged_cuda_error_and_bench_reports_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let port_file = dir.path().join("port");
+    let log = dir.path().join("sim.log");
+    let mut sim = Command::new(BIN)
+        .args([
+            "sim",
+            "--port",
+            "0",
+            "--port-file",
+            port_file.to_str().unwrap(),
+        ])
+        .args([
+            "--crash-after",
+            "2",
+            "--decode-step-ms",
+            "5",
+            "--prefill-tok-s",
+            "0",
+        ])
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let port = loop {
+        if let Ok(p) = std::fs::read_to_string(&port_file) {
+            break p;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "sim did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let (code, stdout, err) = run(&[
+        "bench",
+        "--url",
+        &url,
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "4",
+        "--output-len",
+        "8",
+        "--ignore-eos",
+        "--request-timeout",
+        "5s",
+    ]);
+    assert_eq!(code, 3, "some requests failed: {err}");
+    assert!(err.contains("2 ok, 2 failed"), "{err}");
+    // Not a terminal: no progress bar escape codes.
+    assert!(!stdout.contains('\u{1b}') && !err.contains('\u{1b}'));
+    let status = sim.wait().unwrap();
+    assert_eq!(status.code(), Some(134));
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log.contains("CUDA error: an illegal instruction was encountered"),
+        "{log}"
+    );
+    assert!(log.contains("sim: ready on 127.0.0.1:"));
+}

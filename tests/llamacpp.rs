@@ -1,0 +1,124 @@
+//! `servebench bench` against the real llama.cpp server with the real
+//! SmolLM2-135M model (installed by scripts/setup-test-env.sh).
+
+mod common;
+
+use common::{bench, start_llama};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
+    // Two slots of 512 tokens each.
+    let server = start_llama(&["-c", "1024", "-np", "2"]);
+    let url = server.url();
+
+    let (r, ok) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "2",
+        "--num-requests",
+        "4",
+        "--input-len",
+        "40",
+        "--output-len",
+        "16",
+        "--ignore-eos",
+    ])
+    .await;
+    assert!(ok, "{:?}", r.levels[0].failures_by_class);
+    let l = &r.levels[0];
+    assert_eq!(l.completed, 4);
+    for req in &l.requests {
+        assert_eq!(
+            req.output_tokens,
+            Some(16),
+            "ignore_eos must force the asked length"
+        );
+        assert!(req.input_tokens.unwrap() >= 40);
+        let ttft = req.ttft_ms.unwrap();
+        assert!(ttft > 0.0 && ttft < req.e2e_ms.unwrap());
+        assert_eq!(req.chunks.iter().map(|c| c.1 as u64).sum::<u64>(), 16);
+    }
+    assert!(l.itl_ms.unwrap().p50 > 0.0);
+    assert!(l.output_throughput_tok_s > 0.0);
+
+    // Chat: the role-only first chunk must not count as the first token.
+    let (r, ok) = bench(&[
+        "--url",
+        &url,
+        "--api",
+        "chat",
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "2",
+        "--output-len",
+        "8",
+        "--ignore-eos",
+    ])
+    .await;
+    assert!(ok);
+    for req in &r.levels[0].requests {
+        assert_eq!(req.chunks.len(), 8);
+        assert_eq!(req.output_tokens, Some(8));
+    }
+
+    // 1000 words are well over a 512-token slot.
+    let (r, ok) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "2",
+        "--input-len",
+        "1000",
+        "--output-len",
+        "8",
+    ])
+    .await;
+    assert!(!ok);
+    let l = &r.levels[0];
+    assert_eq!(l.failures_by_class.get("context_overflow"), Some(&2));
+    let f = l.requests[0].failure.as_ref().unwrap();
+    assert_eq!(f.status, Some(400));
+    assert!(
+        f.detail.contains("exceeds the available context size"),
+        "{}",
+        f.detail
+    );
+    assert!(l.ttft_ms.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_llamacpp_mid_run_yields_connection_or_protocol_failures() {
+    let mut server = Some(start_llama(&["-c", "1024", "-np", "1"]));
+    let url = server.as_ref().unwrap().url();
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        drop(server.take());
+    });
+    let (r, ok) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "6",
+        "--output-len",
+        "200",
+        "--ignore-eos",
+        "--request-timeout",
+        "20s",
+    ])
+    .await;
+    killer.await.unwrap();
+    assert!(!ok);
+    let l = &r.levels[0];
+    assert!(l.failed >= 1);
+    for req in l.requests.iter().filter(|q| !q.is_ok()) {
+        let class = req.failure.as_ref().unwrap().class.as_str();
+        assert!(["protocol", "connection"].contains(&class), "{class}");
+    }
+    assert_eq!(l.ttft_ms.map(|s| s.count).unwrap_or(0), l.completed);
+}
