@@ -12,6 +12,7 @@
 //! - [`telemetry`] — Prometheus scrapes and deltas, engine log facts, GPU sampling (pure parsers).
 //! - [`sim`] — the built-in simulated OpenAI-compatible server.
 //! - [`ui`] — progress display and terminal tables.
+//! - [`workload`] — tokenizers, exact-length prompts, prompt kinds, datasets, multi-turn scenarios.
 //! - [`util`] — unit parsing, atomic writes, process self-measurement.
 //!
 //! Dependencies point one way: `cli` → `bench` → `load` → `client` →
@@ -28,6 +29,7 @@ pub mod sim;
 pub mod telemetry;
 pub mod ui;
 pub mod util;
+pub mod workload;
 
 use std::process::ExitCode;
 
