@@ -21,6 +21,7 @@
 pub mod bench;
 pub mod cli;
 pub mod client;
+pub mod engine;
 pub mod failure;
 pub mod load;
 pub mod memory;

@@ -1,0 +1,378 @@
+//! Engine adapters: turn a normalized server config into the engine's own
+//! command line, and know the engine's health, metrics and exact-length
+//! dialect.
+//!
+//! One file per engine holds its flag names; every flag emitted must exist in
+//! that engine's real CLI (each file cites the source it was checked
+//! against). Arguments are always an argv list, never a shell string; user
+//! `extra_args` pass through untouched after the generated ones.
+
+pub mod llamacpp;
+pub mod sglang;
+pub mod vllm;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Which serving engine a server config runs.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// SGLang (`python -m sglang.launch_server`).
+    Sglang,
+    /// vLLM (`vllm serve`).
+    Vllm,
+    /// llama.cpp (`llama-server`).
+    Llamacpp,
+    /// The built-in simulator (`servebench sim`).
+    Sim,
+    /// An external OpenAI-compatible endpoint that servebench does not launch.
+    Openai,
+    /// A user-supplied command template.
+    Command,
+}
+
+impl EngineKind {
+    /// Every engine, for error messages listing the allowed values.
+    pub const ALL: [EngineKind; 6] = [
+        EngineKind::Sglang,
+        EngineKind::Vllm,
+        EngineKind::Llamacpp,
+        EngineKind::Sim,
+        EngineKind::Openai,
+        EngineKind::Command,
+    ];
+
+    /// The lowercase name used in campaign files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Sglang => "sglang",
+            EngineKind::Vllm => "vllm",
+            EngineKind::Llamacpp => "llamacpp",
+            EngineKind::Sim => "sim",
+            EngineKind::Openai => "openai",
+            EngineKind::Command => "command",
+        }
+    }
+
+    /// Whether servebench starts this engine's process itself.
+    pub fn launches(self) -> bool {
+        self != EngineKind::Openai
+    }
+
+    /// Path polled for readiness: 200 means ready.
+    pub fn health_path(self) -> &'static str {
+        "/health"
+    }
+
+    /// Path of the Prometheus metrics endpoint.
+    pub fn metrics_path(self) -> &'static str {
+        "/metrics"
+    }
+
+    /// The default program and leading arguments when the campaign names none.
+    pub fn default_executable(self) -> Vec<String> {
+        let v: &[&str] = match self {
+            EngineKind::Sglang => &["python3", "-m", "sglang.launch_server"],
+            EngineKind::Vllm => &["vllm", "serve"],
+            EngineKind::Llamacpp => &["llama-server"],
+            EngineKind::Sim | EngineKind::Openai | EngineKind::Command => &[],
+        };
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The telemetry dialect for metrics and logs, when there is one.
+    pub fn telemetry(self) -> Option<crate::telemetry::EngineKind> {
+        match self {
+            EngineKind::Sglang => Some(crate::telemetry::EngineKind::Sglang),
+            EngineKind::Vllm => Some(crate::telemetry::EngineKind::Vllm),
+            EngineKind::Llamacpp => Some(crate::telemetry::EngineKind::Llamacpp),
+            EngineKind::Sim => Some(crate::telemetry::EngineKind::Sim),
+            EngineKind::Openai | EngineKind::Command => None,
+        }
+    }
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Speculative decoding methods servebench knows how to express per engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SpecMethod {
+    /// EAGLE draft head (SGLang `EAGLE`, vLLM `eagle`); a tree when topk > 1.
+    Eagle,
+    /// EAGLE-3 draft head.
+    Eagle3,
+    /// The model's own multi-token-prediction layers (SGLang `NEXTN`/`EAGLE`, vLLM `mtp`).
+    Mtp,
+    /// Block-diffusion drafter (SGLang `DFLASH`).
+    Dflash,
+    /// A separate small draft model (SGLang `STANDALONE`, vLLM `draft_model`, llama.cpp `-md`).
+    DraftModel,
+    /// Prompt-lookup n-gram drafting (SGLang `NGRAM`, vLLM `ngram`, llama.cpp `ngram-*`).
+    Ngram,
+}
+
+impl SpecMethod {
+    /// The kebab-case name used in campaign files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpecMethod::Eagle => "eagle",
+            SpecMethod::Eagle3 => "eagle3",
+            SpecMethod::Mtp => "mtp",
+            SpecMethod::Dflash => "dflash",
+            SpecMethod::DraftModel => "draft-model",
+            SpecMethod::Ngram => "ngram",
+        }
+    }
+}
+
+/// Speculative decoding settings of one server config.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Speculative {
+    /// The drafting method.
+    pub method: Option<SpecMethod>,
+    /// Draft model path (draft-model, eagle heads, dflash drafter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_model: Option<String>,
+    /// Drafting steps per verification (SGLang `--speculative-num-steps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_steps: Option<u32>,
+    /// Branching factor of the draft tree (SGLang `--speculative-eagle-topk`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topk: Option<u32>,
+    /// Draft tokens verified per step — the "budget" (SGLang
+    /// `--speculative-num-draft-tokens`, vLLM `num_speculative_tokens`,
+    /// llama.cpp `--spec-draft-n-max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_draft_tokens: Option<u32>,
+    /// Simulator only: probability each successive draft token is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<f64>,
+    /// llama.cpp only: the `--spec-type` value for n-gram drafting (e.g. `ngram-simple`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llamacpp_type: Option<String>,
+}
+
+/// Everything needed to start one server, engine-independent and normalized.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerSpec {
+    /// The engine.
+    pub engine: EngineKind,
+    /// Program and leading arguments (empty = the engine default).
+    pub executable: Vec<String>,
+    /// Model path or hub id handed to the engine.
+    pub model_path: String,
+    /// Name the server should answer to in `model`.
+    pub served_model_name: Option<String>,
+    /// Listen address.
+    pub host: String,
+    /// Listen port.
+    pub port: u16,
+    /// Tensor-parallel size.
+    pub tp: u32,
+    /// SGLang `--mem-fraction-static` / vLLM `--gpu-memory-utilization`.
+    pub mem_fraction: Option<f64>,
+    /// SGLang `--max-running-requests` / vLLM `--max-num-seqs` / llama.cpp `--parallel`.
+    pub max_running_requests: Option<u32>,
+    /// SGLang `--context-length` / vLLM `--max-model-len` / llama.cpp `--ctx-size`.
+    pub context_length: Option<u64>,
+    /// Speculative decoding, if any.
+    pub speculative: Option<Speculative>,
+    /// Flags appended verbatim after the generated ones.
+    pub extra_args: Vec<String>,
+    /// Extra environment variables.
+    pub env: BTreeMap<String, String>,
+}
+
+/// Why an engine cannot express a server config.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{engine}: {message}")]
+pub struct EngineError {
+    /// The engine that refused.
+    pub engine: EngineKind,
+    /// What it cannot do, in a sentence.
+    pub message: String,
+}
+
+impl EngineError {
+    /// An error for `engine`.
+    pub fn new(engine: EngineKind, message: impl Into<String>) -> Self {
+        Self {
+            engine,
+            message: message.into(),
+        }
+    }
+}
+
+/// Build the argv to start `spec` (program first). `self_exe` is this
+/// servebench executable, used by the simulator engine.
+pub fn command_line(spec: &ServerSpec, self_exe: &str) -> Result<Vec<String>, EngineError> {
+    let mut argv = if spec.executable.is_empty() {
+        spec.engine.default_executable()
+    } else {
+        spec.executable.clone()
+    };
+    let generated = match spec.engine {
+        EngineKind::Sglang => sglang::args(spec)?,
+        EngineKind::Vllm => vllm::args(spec)?,
+        EngineKind::Llamacpp => llamacpp::args(spec)?,
+        EngineKind::Sim => {
+            if argv.is_empty() {
+                argv = vec![self_exe.to_string(), "sim".to_string()];
+            }
+            sim_args(spec)?
+        }
+        EngineKind::Command => {
+            if argv.is_empty() {
+                return Err(EngineError::new(
+                    spec.engine,
+                    "a `command` engine needs `executable` with the full command template",
+                ));
+            }
+            let vars = template_vars(spec);
+            argv = argv.iter().map(|a| expand(a, &vars)).collect();
+            Vec::new()
+        }
+        EngineKind::Openai => {
+            return Err(EngineError::new(
+                spec.engine,
+                "an external endpoint is not launched",
+            ));
+        }
+    };
+    if argv.is_empty() {
+        return Err(EngineError::new(spec.engine, "no executable to run"));
+    }
+    argv.extend(generated);
+    argv.extend(spec.extra_args.iter().cloned());
+    Ok(argv)
+}
+
+fn sim_args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
+    let mut a = vec![
+        "--host".to_string(),
+        spec.host.clone(),
+        "--port".to_string(),
+        spec.port.to_string(),
+        "--model-name".to_string(),
+        spec.served_model_name
+            .clone()
+            .unwrap_or_else(|| spec.model_path.clone()),
+    ];
+    if let Some(n) = spec.max_running_requests {
+        a.extend(["--max-running-requests".into(), n.to_string()]);
+    }
+    if let Some(c) = spec.context_length {
+        a.extend(["--context-length".into(), c.to_string()]);
+    }
+    if let Some(s) = &spec.speculative {
+        let k = s.num_draft_tokens.unwrap_or(4);
+        a.extend(["--spec-draft-tokens".into(), k.to_string()]);
+        if let Some(p) = s.acceptance {
+            a.extend(["--spec-acceptance".into(), p.to_string()]);
+        }
+    }
+    Ok(a)
+}
+
+fn template_vars(spec: &ServerSpec) -> BTreeMap<&'static str, String> {
+    let mut v = BTreeMap::new();
+    v.insert("host", spec.host.clone());
+    v.insert("port", spec.port.to_string());
+    v.insert("model", spec.model_path.clone());
+    v.insert("tp", spec.tp.to_string());
+    v.insert(
+        "served_model_name",
+        spec.served_model_name
+            .clone()
+            .unwrap_or_else(|| spec.model_path.clone()),
+    );
+    v
+}
+
+fn expand(arg: &str, vars: &BTreeMap<&'static str, String>) -> String {
+    let mut out = arg.to_string();
+    for (k, v) in vars {
+        out = out.replace(&format!("{{{k}}}"), v);
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) fn test_spec(engine: EngineKind) -> ServerSpec {
+    ServerSpec {
+        engine,
+        executable: Vec::new(),
+        model_path: "/models/m".into(),
+        served_model_name: Some("m".into()),
+        host: "127.0.0.1".into(),
+        port: 30000,
+        tp: 1,
+        mem_fraction: None,
+        max_running_requests: None,
+        context_length: None,
+        speculative: None,
+        extra_args: Vec::new(),
+        env: BTreeMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sim_runs_this_executable_with_its_own_flags() {
+        let mut s = test_spec(EngineKind::Sim);
+        s.context_length = Some(4096);
+        s.speculative = Some(Speculative {
+            method: Some(SpecMethod::Eagle),
+            num_draft_tokens: Some(3),
+            acceptance: Some(0.5),
+            ..Default::default()
+        });
+        s.extra_args = vec!["--crash-after".into(), "2".into()];
+        let argv = command_line(&s, "/bin/servebench").unwrap();
+        assert_eq!(&argv[..2], ["/bin/servebench", "sim"]);
+        let joined = argv.join(" ");
+        assert!(joined.contains("--port 30000") && joined.contains("--context-length 4096"));
+        assert!(joined.contains("--spec-draft-tokens 3 --spec-acceptance 0.5"));
+        assert!(joined.ends_with("--crash-after 2"));
+    }
+
+    #[test]
+    fn command_templates_expand_placeholders_and_openai_is_not_launched() {
+        let mut s = test_spec(EngineKind::Command);
+        s.executable = vec![
+            "my-server".into(),
+            "--listen={host}:{port}".into(),
+            "{model}".into(),
+        ];
+        let argv = command_line(&s, "x").unwrap();
+        assert_eq!(
+            argv,
+            vec!["my-server", "--listen=127.0.0.1:30000", "/models/m"]
+        );
+        assert!(command_line(&test_spec(EngineKind::Openai), "x").is_err());
+        assert!(command_line(&test_spec(EngineKind::Command), "x").is_err());
+    }
+}
