@@ -19,6 +19,7 @@
 //! `metrics`; `sim` depends only on the request DTOs in `client::openai`.
 
 pub mod bench;
+pub mod campaign;
 pub mod cli;
 pub mod client;
 pub mod engine;

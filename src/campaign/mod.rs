@@ -1,0 +1,453 @@
+//! Campaign files: the TOML schema as written by users ("raw") and loading
+//! with errors that name the file, line and column.
+//!
+//! Every table denies unknown keys, closed sets are enums, and values whose
+//! meaning is checked later (durations, SLOs, ids) keep their source span so
+//! [`resolve`] can point at them too.
+
+pub mod resolve;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::client::openai::Api;
+use crate::engine::{EngineKind, Speculative};
+use crate::load::schedule::Arrival;
+
+pub use resolve::{resolve, Campaign, PromptSource, ServerConfig, WorkloadPoint};
+
+/// A campaign file error with its position.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{path}:{line}:{col}: {message}")]
+pub struct CampaignError {
+    /// The campaign file.
+    pub path: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub col: usize,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+/// A value given either once or as a list (matrix axes, sweeps).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    /// A single value.
+    One(T),
+    /// A list of values.
+    Many(Vec<T>),
+}
+
+impl<T: Clone> OneOrMany<T> {
+    /// The values as a list.
+    pub fn to_vec(&self) -> Vec<T> {
+        match self {
+            OneOrMany::One(v) => vec![v.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// `[campaign]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMeta {
+    /// Campaign name; results go to `<results_dir>/<name>/`.
+    pub name: Spanned<String>,
+    /// Results directory, relative to the campaign file (default `results`).
+    #[serde(default)]
+    pub results_dir: Option<String>,
+    /// Free text shown in reports.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// `[model]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// Model path or hub id handed to the engine.
+    pub path: String,
+    /// Name the server answers to (default: the path).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Local Hugging Face directory or config.json for the memory model.
+    #[serde(default)]
+    pub config: Option<String>,
+    /// tokenizer.json for exact prompt lengths.
+    #[serde(default)]
+    pub tokenizer: Option<String>,
+}
+
+/// `[engine]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEngine {
+    /// sglang, vllm, llamacpp, sim, openai or command.
+    pub kind: EngineKind,
+    /// Program and leading arguments (default per engine).
+    #[serde(default)]
+    pub executable: Option<Vec<String>>,
+    /// Flags added to every server of the campaign.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment added to every server.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Base URL of an `openai` endpoint.
+    #[serde(default)]
+    pub url: Option<Spanned<String>>,
+    /// Engine version, part of every cell's identity when given.
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+/// `[hardware]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHardware {
+    /// GPU indices servebench may use (default: none, CPU-only engines).
+    #[serde(default)]
+    pub gpus: Vec<u32>,
+    /// GPUs never to use (busy with production, say).
+    #[serde(default)]
+    pub exclude_gpus: Vec<u32>,
+    /// Memory of one GPU, e.g. `96GiB`.
+    #[serde(default)]
+    pub gpu_memory: Option<Spanned<String>>,
+}
+
+/// One server config (`[[server]]` or `[defaults]`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    /// Server id: names its results folder and log.
+    #[serde(default)]
+    pub id: Option<Spanned<String>>,
+    /// Tensor-parallel size.
+    #[serde(default)]
+    pub tp: Option<u32>,
+    /// SGLang mem-fraction-static / vLLM gpu-memory-utilization.
+    #[serde(default)]
+    pub mem_fraction: Option<f64>,
+    /// Max running requests / max-num-seqs / llama.cpp slots.
+    #[serde(default)]
+    pub max_running_requests: Option<u32>,
+    /// Context length.
+    #[serde(default)]
+    pub context_length: Option<u64>,
+    /// Speculative decoding.
+    #[serde(default)]
+    pub speculative: Option<Speculative>,
+    /// Extra flags for this server.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment for this server.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// A speculative axis entry: a settings table or the string `none`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum SpecEntry {
+    /// `"none"`: autoregressive decoding.
+    Name(String),
+    /// Speculative settings.
+    Settings(Speculative),
+}
+
+/// `[[matrix]]`: a Cartesian product of server settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMatrix {
+    /// Id template with `{tp}`, `{method}`, `{budget}`, `{mem_fraction}`,
+    /// `{max_running_requests}`, `{context_length}` placeholders.
+    pub id: Spanned<String>,
+    /// Tensor-parallel sizes.
+    #[serde(default)]
+    pub tp: Option<OneOrMany<u32>>,
+    /// Memory fractions.
+    #[serde(default)]
+    pub mem_fraction: Option<OneOrMany<f64>>,
+    /// Max running requests.
+    #[serde(default)]
+    pub max_running_requests: Option<OneOrMany<u32>>,
+    /// Context lengths.
+    #[serde(default)]
+    pub context_length: Option<OneOrMany<u64>>,
+    /// Speculative variants (`"none"` for autoregressive).
+    #[serde(default)]
+    pub speculative: Option<Spanned<Vec<SpecEntry>>>,
+    /// Draft-token budgets applied to every speculative variant.
+    #[serde(default)]
+    pub budget: Option<OneOrMany<u32>>,
+    /// Extra flags for every server of this matrix.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment for every server of this matrix.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// `[[workload]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkload {
+    /// Workload name (used by `--only workload=...` and in cell names).
+    pub name: Spanned<String>,
+    /// completions or chat (default completions; scenarios need chat).
+    #[serde(default)]
+    pub api: Option<Api>,
+    /// Built-in prompt kinds: a name, a list, or `all`; absent = synthetic text of `input_len` tokens.
+    #[serde(default)]
+    pub prompt_kinds: Option<Spanned<OneOrMany<String>>>,
+    /// Prompt tokens (exact with the model's tokenizer); a list sweeps.
+    #[serde(default)]
+    pub input_len: Option<OneOrMany<u64>>,
+    /// Output tokens; a list sweeps.
+    #[serde(default)]
+    pub output_len: Option<OneOrMany<u64>>,
+    /// Closed-loop concurrency levels.
+    #[serde(default)]
+    pub concurrency: Option<OneOrMany<u32>>,
+    /// Open-loop request rates (requests/s).
+    #[serde(default)]
+    pub rate: Option<OneOrMany<f64>>,
+    /// Arrival process for rates.
+    #[serde(default)]
+    pub arrival: Option<Arrival>,
+    /// Gamma shape for `arrival = "gamma"`.
+    #[serde(default)]
+    pub burstiness: Option<f64>,
+    /// Cap on in-flight requests for rates.
+    #[serde(default)]
+    pub max_concurrency: Option<u32>,
+    /// Measured requests per cell.
+    #[serde(default)]
+    pub num_requests: Option<u64>,
+    /// Dispatch window per cell, e.g. `60s`.
+    #[serde(default)]
+    pub duration: Option<Spanned<String>>,
+    /// Warm-up requests per cell.
+    #[serde(default)]
+    pub warmup: Option<u64>,
+    /// Force exact output lengths (default true).
+    #[serde(default)]
+    pub ignore_eos: Option<bool>,
+    /// Tokens of prompt shared by all requests (prefix caching); default 0.
+    #[serde(default)]
+    pub shared_prefix: Option<u64>,
+    /// SLOs such as `ttft=2s,tpot=50ms`.
+    #[serde(default)]
+    pub slo: Vec<Spanned<String>>,
+    /// Seed for prompts and arrivals.
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+/// `[run]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRun {
+    /// Server id the speedups are computed against.
+    #[serde(default)]
+    pub baseline: Option<Spanned<String>>,
+    /// How long a server may take to become healthy (default 10m).
+    #[serde(default)]
+    pub health_timeout: Option<Spanned<String>>,
+    /// Limit for one request (default 10m).
+    #[serde(default)]
+    pub request_timeout: Option<Spanned<String>>,
+    /// Time between SIGTERM and SIGKILL when stopping a server (default 15s).
+    #[serde(default)]
+    pub grace_period: Option<Spanned<String>>,
+    /// Measure each cell this many times (default 1).
+    #[serde(default)]
+    pub repetitions: Option<u32>,
+    /// Start-up time guess for the ETA before anything is measured (default 90s; 2s for sim).
+    #[serde(default)]
+    pub startup_estimate: Option<Spanned<String>>,
+    /// Per-request decode speed guess for the ETA, tokens/s (default 50).
+    #[serde(default)]
+    pub decode_tok_s_estimate: Option<f64>,
+    /// Prefill speed guess for the ETA, tokens/s (default 5000).
+    #[serde(default)]
+    pub prefill_tok_s_estimate: Option<f64>,
+    /// After a crash, restart the server once and retry the remaining cells (default false).
+    #[serde(default)]
+    pub retry_after_crash: Option<bool>,
+}
+
+/// The whole campaign file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCampaign {
+    /// `[campaign]`.
+    pub campaign: RawMeta,
+    /// `[model]`.
+    pub model: RawModel,
+    /// `[engine]`.
+    pub engine: RawEngine,
+    /// `[hardware]`.
+    #[serde(default)]
+    pub hardware: RawHardware,
+    /// `[defaults]` applied to every server.
+    #[serde(default)]
+    pub defaults: RawServer,
+    /// `[[server]]` entries.
+    #[serde(default, rename = "server")]
+    pub servers: Vec<RawServer>,
+    /// `[[matrix]]` entries.
+    #[serde(default)]
+    pub matrix: Vec<RawMatrix>,
+    /// `[[workload]]` entries.
+    #[serde(default, rename = "workload")]
+    pub workloads: Vec<RawWorkload>,
+    /// `[run]`.
+    #[serde(default)]
+    pub run: RawRun,
+}
+
+/// Source text of a campaign, kept to turn byte spans into line:column.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Path as given.
+    pub path: PathBuf,
+    /// File content.
+    pub text: String,
+}
+
+impl Source {
+    /// Build an error at a byte offset.
+    pub fn error_at(&self, offset: usize, message: impl Into<String>) -> CampaignError {
+        let (line, col) = line_col(&self.text, offset);
+        CampaignError {
+            path: self.path.display().to_string(),
+            line,
+            col,
+            message: message.into(),
+        }
+    }
+
+    /// Build an error at a spanned value.
+    pub fn error<T>(&self, at: &Spanned<T>, message: impl Into<String>) -> CampaignError {
+        self.error_at(at.span().start, message)
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    (line, col)
+}
+
+/// Parse campaign text (no file access).
+pub fn parse(path: &Path, text: &str) -> Result<(RawCampaign, Source), CampaignError> {
+    let source = Source {
+        path: path.to_path_buf(),
+        text: text.to_string(),
+    };
+    match toml::from_str::<RawCampaign>(text) {
+        Ok(raw) => Ok((raw, source)),
+        Err(e) => {
+            let offset = e.span().map(|s| s.start).unwrap_or(0);
+            Err(source.error_at(offset, e.message().trim().to_string()))
+        }
+    }
+}
+
+/// Read and parse a campaign file.
+pub fn load(path: &Path) -> Result<(RawCampaign, Source), CampaignError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CampaignError {
+        path: path.display().to_string(),
+        line: 0,
+        col: 0,
+        message: format!("cannot read campaign file: {e}"),
+    })?;
+    parse(path, &text)
+}
+
+/// Read, parse and resolve a campaign file.
+pub fn load_campaign(path: &Path) -> Result<Campaign, CampaignError> {
+    let (raw, source) = load(path)?;
+    resolve(raw, &source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+[campaign]
+name = "t"
+
+[model]
+path = "m"
+
+[engine]
+kind = "sim"
+
+[[workload]]
+name = "w"
+concurrency = 1
+num_requests = 2
+"#;
+
+    fn err(text: &str) -> CampaignError {
+        match parse(Path::new("c.toml"), text) {
+            Err(e) => e,
+            Ok((raw, src)) => resolve(raw, &src).unwrap_err(),
+        }
+    }
+
+    #[test]
+    fn minimal_campaign_parses() {
+        let (raw, _) = parse(Path::new("c.toml"), MINIMAL).unwrap();
+        assert_eq!(raw.workloads.len(), 1);
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_column_and_allowed_keys() {
+        let text = MINIMAL.replace("num_requests = 2", "num_requests = 2\nconcurency = 4");
+        let e = err(&text);
+        assert_eq!((e.path.as_str(), e.line), ("c.toml", 15));
+        assert_eq!(e.col, 1);
+        assert!(e.message.contains("concurency") && e.message.contains("concurrency"), "{}", e.message);
+    }
+
+    #[test]
+    fn wrong_type_and_bad_enum_point_at_the_value() {
+        let e = err(&MINIMAL.replace("num_requests = 2", "num_requests = \"two\""));
+        assert_eq!(e.line, 14);
+        assert!(e.message.contains("expected u64"), "{}", e.message);
+        let e = err(&MINIMAL.replace("kind = \"sim\"", "kind = \"tgi\""));
+        assert_eq!((e.line, e.col), (9, 8));
+        assert!(e.message.contains("sglang") && e.message.contains("llamacpp"), "{}", e.message);
+    }
+
+    #[test]
+    fn missing_model_is_reported() {
+        let text = MINIMAL.replace("[model]\npath = \"m\"\n", "");
+        let e = err(&text);
+        assert!(e.message.contains("model"), "{}", e.message);
+        assert!(e.line >= 1);
+    }
+
+    #[test]
+    fn line_col_counts_characters() {
+        assert_eq!(line_col("ab\ncé\nx", 6), (2, 3));
+        assert_eq!(line_col("abc", 0), (1, 1));
+    }
+}

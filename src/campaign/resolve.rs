@@ -1,0 +1,668 @@
+//! Raw campaign → resolved campaign ("high args"): defaults applied, matrices
+//! expanded, every value validated and typed. Errors point at the value.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::{CampaignError, OneOrMany, RawCampaign, RawServer, Source, SpecEntry};
+use crate::client::openai::Api;
+use crate::engine::{EngineKind, Speculative};
+use crate::load::schedule::{Arrival, LoadShape};
+use crate::util::units::{parse_duration, parse_slo, Slo};
+use crate::workload::PromptSelection;
+
+/// The model under test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    /// Path or hub id handed to the engine.
+    pub path: String,
+    /// Name the server answers to.
+    pub served_name: String,
+    /// Hugging Face directory or config.json for the memory model.
+    pub config: Option<PathBuf>,
+    /// tokenizer.json for exact prompt lengths.
+    pub tokenizer: Option<PathBuf>,
+}
+
+/// The engine every server of the campaign runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineSpec {
+    /// Which engine.
+    pub kind: EngineKind,
+    /// Program and leading arguments (empty = engine default).
+    pub executable: Vec<String>,
+    /// Version, when the user states it.
+    pub version: Option<String>,
+    /// Base URL for `openai`.
+    pub url: Option<String>,
+}
+
+/// GPUs servebench may use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hardware {
+    /// Usable GPU indices (exclusions removed).
+    pub gpus: Vec<u32>,
+    /// GPUs never used.
+    pub exclude_gpus: Vec<u32>,
+    /// Memory of one GPU.
+    pub gpu_memory_bytes: Option<u64>,
+}
+
+/// One server configuration: everything that needs its own server process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerConfig {
+    /// Id naming its results folder and log.
+    pub id: String,
+    /// Tensor-parallel size.
+    pub tp: u32,
+    /// Memory fraction.
+    pub mem_fraction: Option<f64>,
+    /// Max running requests.
+    pub max_running_requests: Option<u32>,
+    /// Context length.
+    pub context_length: Option<u64>,
+    /// Speculative decoding.
+    pub speculative: Option<Speculative>,
+    /// Flags after the generated ones (engine-wide, defaults, then server's own).
+    pub args: Vec<String>,
+    /// Environment (engine-wide, defaults, then server's own).
+    pub env: BTreeMap<String, String>,
+}
+
+impl ServerConfig {
+    /// A parameter's value as text for `--only key=value` filters and id templates.
+    pub fn param(&self, key: &str) -> Option<String> {
+        Some(match key {
+            "server" | "id" => self.id.clone(),
+            "tp" => self.tp.to_string(),
+            "mem_fraction" => self.mem_fraction?.to_string(),
+            "max_running_requests" => self.max_running_requests?.to_string(),
+            "context_length" => self.context_length?.to_string(),
+            "method" => self.method_name(),
+            "budget" => self.speculative.as_ref()?.num_draft_tokens?.to_string(),
+            _ => return None,
+        })
+    }
+
+    /// The speculative method's name, or `ar` for autoregressive decoding.
+    pub fn method_name(&self) -> String {
+        self.speculative
+            .as_ref()
+            .and_then(|s| s.method)
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_else(|| "ar".into())
+    }
+}
+
+/// Where a workload's prompts come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PromptSource {
+    /// Filler text of exactly `input_len` tokens, unique per request.
+    Synthetic,
+    /// Built-in prompt kinds, sampled with the seed.
+    PromptKinds {
+        /// Kind names.
+        kinds: Vec<String>,
+    },
+}
+
+/// One workload point: a cell's worth of load against one server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadPoint {
+    /// Workload name.
+    pub workload: String,
+    /// API flavour.
+    pub api: Api,
+    /// Prompt source.
+    pub source: PromptSource,
+    /// Prompt tokens.
+    pub input_len: u64,
+    /// Output tokens.
+    pub output_len: u64,
+    /// Load level.
+    pub load: LoadShape,
+    /// Measured requests.
+    pub num_requests: Option<u64>,
+    /// Dispatch window, s.
+    pub duration_s: Option<f64>,
+    /// Warm-up requests.
+    pub warmup: u64,
+    /// Exact output lengths forced.
+    pub ignore_eos: bool,
+    /// Shared prompt prefix tokens.
+    pub shared_prefix: u64,
+    /// SLOs for goodput.
+    pub slos: Vec<Slo>,
+    /// Seed.
+    pub seed: u64,
+    /// Repetition index (0-based).
+    pub repetition: u32,
+}
+
+impl WorkloadPoint {
+    /// A readable, file-name-safe name unique within a server.
+    pub fn cell_name(&self) -> String {
+        let load = match self.load {
+            LoadShape::Concurrency { value } => format!("c{value}"),
+            LoadShape::Rate { value, .. } => format!("rate{value}"),
+        };
+        let mut name = format!("{}-in{}-out{}-{load}", self.workload, self.input_len, self.output_len);
+        if self.repetition > 0 {
+            name.push_str(&format!("-rep{}", self.repetition));
+        }
+        name.chars()
+            .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' })
+            .collect()
+    }
+
+    /// Total tokens one request occupies (prompt + output).
+    pub fn request_tokens(&self) -> u64 {
+        self.input_len + self.output_len
+    }
+}
+
+/// How the campaign runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// Baseline server id for speedups.
+    pub baseline: Option<String>,
+    /// Health wait limit.
+    pub health_timeout: Duration,
+    /// Per-request limit.
+    pub request_timeout: Duration,
+    /// SIGTERM → SIGKILL grace.
+    pub grace_period: Duration,
+    /// Measurements per cell.
+    pub repetitions: u32,
+    /// Start-up guess for the ETA.
+    pub startup_estimate: Duration,
+    /// Per-request decode speed guess, tokens/s.
+    pub decode_tok_s_estimate: f64,
+    /// Prefill speed guess, tokens/s.
+    pub prefill_tok_s_estimate: f64,
+    /// Restart once after a crash and retry the remaining cells.
+    pub retry_after_crash: bool,
+}
+
+/// A validated campaign.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Campaign {
+    /// Campaign name.
+    pub name: String,
+    /// The campaign file.
+    pub file: PathBuf,
+    /// `<results_dir>/<name>`.
+    pub results_dir: PathBuf,
+    /// Free text.
+    pub description: Option<String>,
+    /// The model.
+    pub model: ModelSpec,
+    /// The engine.
+    pub engine: EngineSpec,
+    /// GPUs.
+    pub hardware: Hardware,
+    /// Server configs in declaration order (servers, then matrices).
+    pub servers: Vec<ServerConfig>,
+    /// Workload points in declaration order.
+    pub workloads: Vec<WorkloadPoint>,
+    /// Run options.
+    pub run: RunOptions,
+}
+
+fn duration(src: &Source, v: &Option<Spanned<String>>, default: Duration) -> Result<Duration, CampaignError> {
+    match v {
+        None => Ok(default),
+        Some(s) => parse_duration(s.get_ref()).map_err(|e| src.error(s, e)),
+    }
+}
+
+fn relative(base: &Path, p: &str) -> PathBuf {
+    let p = PathBuf::from(p);
+    if p.is_absolute() {
+        p
+    } else {
+        base.join(p)
+    }
+}
+
+/// Resolve a parsed campaign.
+pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError> {
+    let base = src.path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
+    let name = raw.campaign.name.get_ref().trim().to_string();
+    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        return Err(src.error(&raw.campaign.name, "campaign name must be non-empty, without `/`, not starting with `.`"));
+    }
+    let results_dir = relative(&base, raw.campaign.results_dir.as_deref().unwrap_or("results")).join(&name);
+
+    let model = ModelSpec {
+        served_name: raw.model.name.clone().unwrap_or_else(|| raw.model.path.clone()),
+        path: raw.model.path.clone(),
+        config: raw.model.config.as_deref().map(|p| relative(&base, p)),
+        tokenizer: raw.model.tokenizer.as_deref().map(|p| relative(&base, p)),
+    };
+    let engine = EngineSpec {
+        kind: raw.engine.kind,
+        executable: raw
+            .engine
+            .executable
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| resolve_script(&base, a))
+            .collect(),
+        version: raw.engine.version.clone(),
+        url: raw.engine.url.as_ref().map(|u| u.get_ref().clone()),
+    };
+    if engine.kind == EngineKind::Openai {
+        match &raw.engine.url {
+            None => return Err(src.error_at(0, "[engine] kind = \"openai\" needs `url` (e.g. http://127.0.0.1:8000)")),
+            Some(u) if !u.get_ref().starts_with("http://") => {
+                return Err(src.error(u, "url must start with http://"))
+            }
+            _ => {}
+        }
+    }
+
+    let gpu_memory_bytes = match &raw.hardware.gpu_memory {
+        None => None,
+        Some(s) => Some(crate::memory::parse_bytes(s.get_ref()).map_err(|e| src.error(s, e))?),
+    };
+    let excluded: BTreeSet<u32> = raw.hardware.exclude_gpus.iter().copied().collect();
+    let hardware = Hardware {
+        gpus: raw.hardware.gpus.iter().copied().filter(|g| !excluded.contains(g)).collect(),
+        exclude_gpus: raw.hardware.exclude_gpus.clone(),
+        gpu_memory_bytes,
+    };
+
+    let servers = expand_servers(&raw, src)?;
+
+    let run = RunOptions {
+        baseline: raw.run.baseline.as_ref().map(|b| b.get_ref().clone()),
+        health_timeout: duration(src, &raw.run.health_timeout, Duration::from_secs(600))?,
+        request_timeout: duration(src, &raw.run.request_timeout, Duration::from_secs(600))?,
+        grace_period: duration(src, &raw.run.grace_period, Duration::from_secs(15))?,
+        repetitions: raw.run.repetitions.unwrap_or(1).max(1),
+        startup_estimate: duration(
+            src,
+            &raw.run.startup_estimate,
+            if engine.kind == EngineKind::Sim { Duration::from_secs(2) } else { Duration::from_secs(90) },
+        )?,
+        decode_tok_s_estimate: raw.run.decode_tok_s_estimate.unwrap_or(50.0).max(1e-3),
+        prefill_tok_s_estimate: raw.run.prefill_tok_s_estimate.unwrap_or(5000.0).max(1e-3),
+        retry_after_crash: raw.run.retry_after_crash.unwrap_or(false),
+    };
+    if let Some(b) = &raw.run.baseline {
+        if !servers.iter().any(|s| &s.id == b.get_ref()) {
+            let ids: Vec<&str> = servers.iter().map(|s| s.id.as_str()).collect();
+            return Err(src.error(b, format!("baseline `{}` is not a server id; ids: {}", b.get_ref(), ids.join(", "))));
+        }
+    }
+
+    let workloads = expand_workloads(&raw, src, run.repetitions)?;
+    Ok(Campaign {
+        name,
+        file: src.path.clone(),
+        results_dir,
+        description: raw.campaign.description.clone(),
+        model,
+        engine,
+        hardware,
+        servers,
+        workloads,
+        run,
+    })
+}
+
+/// Paths to scripts shipped beside the campaign (`../scripts/x`) are made absolute.
+fn resolve_script(base: &Path, arg: String) -> String {
+    if arg.starts_with("./") || arg.starts_with("../") {
+        let p = base.join(&arg);
+        if p.exists() {
+            return p.canonicalize().unwrap_or(p).display().to_string();
+        }
+    }
+    arg
+}
+
+fn merge_server(raw: &RawCampaign, s: &RawServer, extra_args: &[String], extra_env: &BTreeMap<String, String>) -> ServerConfig {
+    let d = &raw.defaults;
+    let mut args = raw.engine.args.clone();
+    args.extend(d.args.iter().cloned());
+    args.extend(extra_args.iter().cloned());
+    args.extend(s.args.iter().cloned());
+    let mut env = raw.engine.env.clone();
+    env.extend(d.env.clone());
+    env.extend(extra_env.clone());
+    env.extend(s.env.clone());
+    ServerConfig {
+        id: s.id.as_ref().map(|i| i.get_ref().clone()).unwrap_or_else(|| "default".into()),
+        tp: s.tp.or(d.tp).unwrap_or(1),
+        mem_fraction: s.mem_fraction.or(d.mem_fraction),
+        max_running_requests: s.max_running_requests.or(d.max_running_requests),
+        context_length: s.context_length.or(d.context_length),
+        speculative: s.speculative.clone().or_else(|| d.speculative.clone()),
+        args,
+        env,
+    }
+}
+
+fn check_server(src: &Source, at: usize, s: &ServerConfig) -> Result<(), CampaignError> {
+    if s.id.is_empty() || !s.id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        return Err(src.error_at(at, format!("server id `{}` may only use letters, digits, `-`, `_` and `.`", s.id)));
+    }
+    if s.tp == 0 {
+        return Err(src.error_at(at, format!("server `{}`: tp must be at least 1", s.id)));
+    }
+    if let Some(f) = s.mem_fraction {
+        if !(f > 0.0 && f <= 1.0) {
+            return Err(src.error_at(at, format!("server `{}`: mem_fraction must be in (0, 1], got {f}", s.id)));
+        }
+    }
+    if let Some(sp) = &s.speculative {
+        if sp.method.is_none() {
+            return Err(src.error_at(at, format!(
+                "server `{}`: speculative needs `method` (eagle, eagle3, mtp, dflash, draft-model, ngram)",
+                s.id
+            )));
+        }
+        if let Some(p) = sp.acceptance {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(src.error_at(at, format!("server `{}`: acceptance must be within [0, 1]", s.id)));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn expand_servers(raw: &RawCampaign, src: &Source) -> Result<Vec<ServerConfig>, CampaignError> {
+    let mut out: Vec<(ServerConfig, usize)> = Vec::new();
+    for s in &raw.servers {
+        let at = s.id.as_ref().map(|i| i.span().start).unwrap_or(0);
+        if s.id.is_none() {
+            return Err(src.error_at(0, "every [[server]] needs an `id`"));
+        }
+        let cfg = merge_server(raw, s, &[], &BTreeMap::new());
+        check_server(src, at, &cfg)?;
+        out.push((cfg, at));
+    }
+    for m in &raw.matrix {
+        let at = m.id.span().start;
+        let tps = m.tp.as_ref().map(OneOrMany::to_vec).unwrap_or_else(|| vec![raw.defaults.tp.unwrap_or(1)]);
+        let mems: Vec<Option<f64>> = m.mem_fraction.as_ref().map(|v| v.to_vec().into_iter().map(Some).collect()).unwrap_or_else(|| vec![None]);
+        let mrrs: Vec<Option<u32>> = m.max_running_requests.as_ref().map(|v| v.to_vec().into_iter().map(Some).collect()).unwrap_or_else(|| vec![None]);
+        let ctxs: Vec<Option<u64>> = m.context_length.as_ref().map(|v| v.to_vec().into_iter().map(Some).collect()).unwrap_or_else(|| vec![None]);
+        let mut specs: Vec<Option<Speculative>> = Vec::new();
+        match &m.speculative {
+            None => specs.push(None),
+            Some(list) => {
+                for e in list.get_ref() {
+                    match e {
+                        SpecEntry::Name(n) if n == "none" => specs.push(None),
+                        SpecEntry::Name(n) => {
+                            return Err(src.error(list, format!("speculative entry `{n}` is not a table; use \"none\" or {{ method = \"eagle\", ... }}")))
+                        }
+                        SpecEntry::Settings(s) => specs.push(Some(s.clone())),
+                    }
+                }
+            }
+        }
+        let budgets: Vec<Option<u32>> = m.budget.as_ref().map(|v| v.to_vec().into_iter().map(Some).collect()).unwrap_or_else(|| vec![None]);
+        for &tp in &tps {
+            for &mem in &mems {
+                for &mrr in &mrrs {
+                    for &ctx in &ctxs {
+                        for spec in &specs {
+                            let variants: Vec<(Option<Speculative>, Option<u32>)> = match spec {
+                                None => vec![(None, None)],
+                                Some(s) => budgets
+                                    .iter()
+                                    .map(|b| {
+                                        let mut s = s.clone();
+                                        if let Some(b) = b {
+                                            s.num_draft_tokens = Some(*b);
+                                        }
+                                        (Some(s), *b)
+                                    })
+                                    .collect(),
+                            };
+                            for (spec, _) in variants {
+                                let raw_server = RawServer {
+                                    id: None,
+                                    tp: Some(tp),
+                                    mem_fraction: mem,
+                                    max_running_requests: mrr,
+                                    context_length: ctx,
+                                    speculative: spec.clone(),
+                                    args: Vec::new(),
+                                    env: BTreeMap::new(),
+                                };
+                                let mut cfg = merge_server(raw, &raw_server, &m.args, &m.env);
+                                cfg.speculative = spec;
+                                cfg.id = render_id(m.id.get_ref(), &cfg).map_err(|e| src.error(&m.id, e))?;
+                                check_server(src, at, &cfg)?;
+                                out.push((cfg, at));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        let cfg = merge_server(raw, &RawServer { id: Some(Spanned::new(0..0, "default".into())), ..raw.defaults.clone() }, &[], &BTreeMap::new());
+        check_server(src, 0, &cfg)?;
+        out.push((cfg, 0));
+    }
+    let mut seen = BTreeSet::new();
+    for (cfg, at) in &out {
+        if !seen.insert(cfg.id.clone()) {
+            return Err(src.error_at(*at, format!("server id `{}` is used twice; ids name result folders and must be unique (add a placeholder such as {{tp}} or {{budget}} to the matrix id)", cfg.id)));
+        }
+    }
+    Ok(out.into_iter().map(|(c, _)| c).collect())
+}
+
+fn render_id(template: &str, cfg: &ServerConfig) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..].find('}').ok_or_else(|| format!("unclosed `{{` in id template `{template}`"))? + open;
+        let key = &rest[open + 1..close];
+        let value = match key {
+            "budget" => cfg
+                .speculative
+                .as_ref()
+                .and_then(|s| s.num_draft_tokens)
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "none".into()),
+            "method" => cfg.method_name(),
+            "tp" | "mem_fraction" | "max_running_requests" | "context_length" => {
+                cfg.param(key).unwrap_or_else(|| "default".into())
+            }
+            other => {
+                return Err(format!(
+                    "unknown placeholder `{{{other}}}` in id template; allowed: {{tp}}, {{method}}, {{budget}}, {{mem_fraction}}, {{max_running_requests}}, {{context_length}}"
+                ))
+            }
+        };
+        out.push_str(&value);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn expand_workloads(raw: &RawCampaign, src: &Source, repetitions: u32) -> Result<Vec<WorkloadPoint>, CampaignError> {
+    if raw.workloads.is_empty() {
+        return Err(src.error_at(src.text.len(), "the campaign declares no [[workload]]"));
+    }
+    let mut names = BTreeSet::new();
+    let mut out = Vec::new();
+    for w in &raw.workloads {
+        let name = w.name.get_ref().clone();
+        if !names.insert(name.clone()) {
+            return Err(src.error(&w.name, format!("workload `{name}` is declared twice")));
+        }
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return Err(src.error(&w.name, "workload names may only use letters, digits, `-`, `_` and `.`"));
+        }
+        let loads: Vec<LoadShape> = match (&w.concurrency, &w.rate) {
+            (Some(c), None) => {
+                let v = c.to_vec();
+                if v.contains(&0) {
+                    return Err(src.error(&w.name, format!("workload `{name}`: concurrency must be at least 1")));
+                }
+                v.into_iter().map(|value| LoadShape::Concurrency { value }).collect()
+            }
+            (None, Some(r)) => {
+                let burstiness = w.burstiness.unwrap_or(1.0);
+                if !(burstiness > 0.0) {
+                    return Err(src.error(&w.name, format!("workload `{name}`: burstiness must be positive")));
+                }
+                let mut v = Vec::new();
+                for value in r.to_vec() {
+                    if !(value > 0.0 && value.is_finite()) {
+                        return Err(src.error(&w.name, format!("workload `{name}`: rates must be positive, got {value}")));
+                    }
+                    v.push(LoadShape::Rate {
+                        value,
+                        arrival: w.arrival.unwrap_or(Arrival::Poisson),
+                        burstiness,
+                        max_concurrency: w.max_concurrency,
+                    });
+                }
+                v
+            }
+            (Some(_), Some(_)) => return Err(src.error(&w.name, format!("workload `{name}`: give `concurrency` or `rate`, not both"))),
+            (None, None) => return Err(src.error(&w.name, format!("workload `{name}`: give `concurrency` (closed loop) or `rate` (open loop)"))),
+        };
+        let duration_s = match &w.duration {
+            None => None,
+            Some(d) => Some(parse_duration(d.get_ref()).map_err(|e| src.error(d, e))?.as_secs_f64()),
+        };
+        if w.num_requests.is_none() && duration_s.is_none() {
+            return Err(src.error(&w.name, format!("workload `{name}`: give `num_requests` and/or `duration` so every cell ends")));
+        }
+        if w.num_requests == Some(0) {
+            return Err(src.error(&w.name, format!("workload `{name}`: num_requests must be at least 1")));
+        }
+        let slos = w
+            .slo
+            .iter()
+            .map(|s| parse_slo(s.get_ref()).map_err(|e| src.error(s, e)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let source = match &w.prompt_kinds {
+            None => PromptSource::Synthetic,
+            Some(k) => {
+                let text = k.get_ref().to_vec().join(",");
+                let sel: PromptSelection = text.parse().map_err(|e: crate::workload::WorkloadError| src.error(k, e.to_string()))?;
+                PromptSource::PromptKinds { kinds: sel.kinds().iter().map(|k| k.name().to_string()).collect() }
+            }
+        };
+        let inputs = w.input_len.as_ref().map(OneOrMany::to_vec).unwrap_or_else(|| vec![128]);
+        let outputs = w.output_len.as_ref().map(OneOrMany::to_vec).unwrap_or_else(|| vec![256]);
+        if outputs.contains(&0) {
+            return Err(src.error(&w.name, format!("workload `{name}`: output_len must be at least 1")));
+        }
+        for &input_len in &inputs {
+            for &output_len in &outputs {
+                for load in &loads {
+                    for repetition in 0..repetitions {
+                        out.push(WorkloadPoint {
+                            workload: name.clone(),
+                            api: w.api.unwrap_or(Api::Completions),
+                            source: source.clone(),
+                            input_len,
+                            output_len,
+                            load: *load,
+                            num_requests: w.num_requests,
+                            duration_s,
+                            warmup: w.warmup.unwrap_or(0),
+                            ignore_eos: w.ignore_eos.unwrap_or(true),
+                            shared_prefix: w.shared_prefix.unwrap_or(0),
+                            slos: slos.clone(),
+                            seed: w.seed.unwrap_or(0).wrapping_add(repetition as u64 * 7919),
+                            repetition,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+    use super::*;
+
+    fn campaign(text: &str) -> Result<Campaign, CampaignError> {
+        let (raw, src) = parse(Path::new("dir/c.toml"), text)?;
+        resolve(raw, &src)
+    }
+
+    const HEAD: &str = "[campaign]\nname = \"t\"\n[model]\npath = \"m\"\n[engine]\nkind = \"sglang\"\nargs = [\"--trust-remote-code\"]\n";
+    const WL: &str = "[[workload]]\nname = \"w\"\nconcurrency = [1, 4]\noutput_len = [256, 1024]\nnum_requests = 8\n";
+
+    #[test]
+    fn matrix_expands_the_product_and_budgets_skip_autoregressive() {
+        let text = format!(
+            "{HEAD}[defaults]\nmem_fraction = 0.8\n[[matrix]]\nid = \"{{method}}-tp{{tp}}-b{{budget}}\"\ntp = [1, 4]\nspeculative = [\"none\", {{ method = \"eagle\", topk = 8, num_steps = 4 }}]\nbudget = [8, 16, 64]\n{WL}"
+        );
+        let c = campaign(&text).unwrap();
+        let ids: Vec<&str> = c.servers.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["ar-tp1-bnone", "eagle-tp1-b8", "eagle-tp1-b16", "eagle-tp1-b64", "ar-tp4-bnone", "eagle-tp4-b8", "eagle-tp4-b16", "eagle-tp4-b64"]);
+        let s = &c.servers[3];
+        assert_eq!((s.tp, s.mem_fraction), (1, Some(0.8)));
+        assert_eq!(s.speculative.as_ref().unwrap().num_draft_tokens, Some(64));
+        assert_eq!(s.args, vec!["--trust-remote-code"]);
+        // 2 concurrency × 2 output lengths.
+        assert_eq!(c.workloads.len(), 4);
+        assert_eq!(c.results_dir, PathBuf::from("dir/results/t"));
+    }
+
+    #[test]
+    fn duplicate_ids_unknown_placeholders_and_bad_baseline_point_at_the_value() {
+        let text = format!("{HEAD}[[matrix]]\nid = \"same\"\ntp = [1, 2]\n{WL}");
+        let e = campaign(&text).unwrap_err();
+        assert!(e.message.contains("used twice"), "{}", e.message);
+        assert_eq!(e.line, 9);
+        let text = format!("{HEAD}[[matrix]]\nid = \"x-{{gpu}}\"\n{WL}");
+        assert!(campaign(&text).unwrap_err().message.contains("unknown placeholder"));
+        let text = format!("{HEAD}[[server]]\nid = \"a\"\n[run]\nbaseline = \"b\"\n{WL}");
+        let e = campaign(&text).unwrap_err();
+        assert!(e.message.contains("ids: a"), "{}", e.message);
+        assert_eq!(e.line, 11);
+    }
+
+    #[test]
+    fn workloads_need_one_load_kind_and_an_end() {
+        let both = format!("{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\nrate = 2.0\nnum_requests = 1\n");
+        assert!(campaign(&both).unwrap_err().message.contains("not both"));
+        let endless = format!("{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\n");
+        assert!(campaign(&endless).unwrap_err().message.contains("num_requests"));
+        let bad_slo = format!("{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\nnum_requests = 1\nslo = [\"ttft=2\"]\n");
+        let e = campaign(&bad_slo).unwrap_err();
+        assert!(e.message.contains("no unit"));
+        assert_eq!(e.line, 12);
+        let bad_kind = format!("{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\nnum_requests = 1\nprompt_kinds = [\"fibonacci\", \"limerick\"]\n");
+        let e = campaign(&bad_kind).unwrap_err();
+        assert!(e.message.contains("haiku"), "{}", e.message);
+    }
+
+    #[test]
+    fn cell_names_are_readable_and_distinct() {
+        let c = campaign(&format!("{HEAD}[run]\nrepetitions = 2\n{WL}")).unwrap();
+        let names: BTreeSet<String> = c.workloads.iter().map(|w| w.cell_name()).collect();
+        assert_eq!(names.len(), 8);
+        assert!(names.contains("w-in128-out1024-c4-rep1"));
+    }
+}
