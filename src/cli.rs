@@ -21,12 +21,88 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Write a commented example campaign.
+    Init(InitArgs),
+    /// Expand a campaign, check feasibility and show every cell with its verdict and ETA.
+    Plan(PlanArgs),
+    /// Run a campaign: launch each server once, measure its cells, resume from stored results.
+    Run(RunArgs),
     /// One-shot load against an already running OpenAI-compatible endpoint.
     Bench(BenchArgs),
     /// Run the built-in simulated OpenAI-compatible server.
     Sim(SimArgs),
     /// Estimate GPU memory, KV capacity and feasibility of one server config.
     Memory(MemoryArgs),
+}
+
+/// Arguments of `servebench init`.
+#[derive(Debug, Clone, Args)]
+pub struct InitArgs {
+    /// Engine of the example.
+    #[arg(long, value_enum, default_value = "sim")]
+    pub engine: InitEngine,
+    /// Where to write it (refuses to overwrite).
+    #[arg(long, default_value = "campaign.toml")]
+    pub output: PathBuf,
+}
+
+/// Engines with an example campaign.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InitEngine {
+    /// The built-in simulator (runs anywhere).
+    Sim,
+    /// llama.cpp with a small GGUF model.
+    Llamacpp,
+    /// SGLang on an 8-GPU box, hybrid model, speculative budget sweep.
+    Sglang,
+    /// vLLM with speculative decoding.
+    Vllm,
+}
+
+/// Cell selection shared by `plan` and `run`.
+#[derive(Debug, Clone, Args)]
+pub struct SelectArgs {
+    /// Only cells matching KEY=PATTERN (tp=1, server=ddtree-*, workload=context, method=eagle, ...); repeatable, all must match.
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// Measure every selected cell again, even if stored.
+    #[arg(long)]
+    pub force: bool,
+    /// Measure stored failed, partial and suspicious cells again.
+    #[arg(long)]
+    pub rerun_failed: bool,
+}
+
+/// Arguments of `servebench plan`.
+#[derive(Debug, Clone, Args)]
+pub struct PlanArgs {
+    /// The campaign file.
+    pub campaign: PathBuf,
+    /// Cell selection.
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Show each server's launch command.
+    #[arg(long)]
+    pub show_commands: bool,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `servebench run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The campaign file.
+    pub campaign: PathBuf,
+    /// Cell selection.
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Stop at the first failed cell.
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// Show what would run and stop.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Arguments of `servebench memory`.

@@ -62,6 +62,12 @@ pub struct Failure {
     /// HTTP status when one was received.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+    /// Classified cause from the server log (out_of_memory, cuda_error, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// The server-log lines that show what happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_excerpt: Option<String>,
 }
 
 impl Failure {
@@ -71,7 +77,26 @@ impl Failure {
             class,
             detail: detail.into(),
             status: None,
+            cause: None,
+            log_excerpt: None,
         }
+    }
+
+    /// Attach the server log's tail and the cause classified from it; the
+    /// evidence line is appended to the detail.
+    pub fn with_log(mut self, tail: &str) -> Self {
+        if let Some(c) = crate::telemetry::logscan::classify_failure(tail) {
+            let kind = serde_json::to_value(c.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("{:?}", c.kind));
+            self.detail = format!("{}: {}", self.detail, c.evidence);
+            self.cause = Some(kind);
+        }
+        if !tail.trim().is_empty() {
+            self.log_excerpt = Some(truncate(tail, 8192));
+        }
+        self
     }
 
     /// Classify a non-success HTTP answer from its status and body.
@@ -87,6 +112,8 @@ impl Failure {
             class,
             detail: truncate(body, 4096),
             status: Some(status),
+            cause: None,
+            log_excerpt: None,
         }
     }
 }

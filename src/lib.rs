@@ -24,10 +24,14 @@ pub mod cli;
 pub mod client;
 pub mod engine;
 pub mod failure;
+pub mod launcher;
 pub mod load;
 pub mod memory;
 pub mod metrics;
+pub mod plan;
+pub mod runner;
 pub mod sim;
+pub mod store;
 pub mod telemetry;
 pub mod ui;
 pub mod util;
@@ -49,6 +53,9 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     let cancel = CancellationToken::new();
     spawn_signal_handler(cancel.clone());
     match cli.command {
+        cli::Command::Init(args) => run_init(args),
+        cli::Command::Plan(args) => run_plan(args),
+        cli::Command::Run(args) => run_run(args, cancel).await,
         cli::Command::Bench(args) => {
             let all_ok = bench::run(args, cancel).await?;
             Ok(if all_ok {
@@ -60,6 +67,90 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Sim(args) => run_sim(args, cancel).await,
         cli::Command::Memory(args) => run_memory(args),
     }
+}
+
+/// Example campaigns shipped with the tool, by engine.
+pub fn example_campaign(engine: cli::InitEngine) -> &'static str {
+    match engine {
+        cli::InitEngine::Sim => include_str!("../examples/quickstart.toml"),
+        cli::InitEngine::Llamacpp => include_str!("../examples/llamacpp.toml"),
+        cli::InitEngine::Sglang => include_str!("../examples/sglang-hybrid-8gpu.toml"),
+        cli::InitEngine::Vllm => include_str!("../examples/vllm.toml"),
+    }
+}
+
+fn run_init(a: cli::InitArgs) -> anyhow::Result<ExitCode> {
+    if a.output.exists() {
+        anyhow::bail!(
+            "{} already exists; choose another --output",
+            a.output.display()
+        );
+    }
+    let text = example_campaign(a.engine)
+        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    util::fsx::write_atomic(&a.output, text.as_bytes())?;
+    eprintln!(
+        "wrote {}; next: servebench plan {}",
+        a.output.display(),
+        a.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn plan_options(s: &cli::SelectArgs) -> anyhow::Result<plan::PlanOptions> {
+    Ok(plan::PlanOptions {
+        only: plan::filter::parse_filters(&s.only).map_err(|e| anyhow::anyhow!("--only: {e}"))?,
+        force: s.force,
+        rerun_failed: s.rerun_failed,
+    })
+}
+
+fn run_plan(a: cli::PlanArgs) -> anyhow::Result<ExitCode> {
+    let c = campaign::load_campaign(&a.campaign)?;
+    let opts = plan_options(&a.select)?;
+    let store = store::Store::new(&c.results_dir);
+    let exe = std::env::current_exe()?.display().to_string();
+    let p = plan::build(&c, &store.index(), &opts, &exe);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&p)?);
+    } else {
+        print!("{}", plan::render(&p, a.show_commands));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    let c = campaign::load_campaign(&a.campaign)?;
+    let opts = runner::RunOptions {
+        plan: plan_options(&a.select)?,
+        fail_fast: a.fail_fast,
+        dry_run: a.dry_run,
+    };
+    let outcome = runner::run_campaign(&c, &opts, cancel).await?;
+    if a.dry_run {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let store = store::Store::new(&c.results_dir);
+    let cells = runner::summary::current_cells(&c, &store);
+    print!("{}", runner::summary::render(&c, &cells));
+    eprintln!(
+        "{} servers launched, {} cells measured, {} reused, {} failed; results in {}",
+        outcome.launches,
+        outcome.measured,
+        outcome.cached,
+        outcome.failed,
+        c.results_dir.display()
+    );
+    if outcome.interrupted {
+        eprintln!("interrupted: finished cells are stored; run again to resume");
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    let any_failed = cells.iter().any(|r| r.status.is_failure());
+    Ok(if any_failed {
+        ExitCode::from(EXIT_SOME_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn run_memory(a: cli::MemoryArgs) -> anyhow::Result<ExitCode> {

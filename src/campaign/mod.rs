@@ -349,7 +349,12 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     }
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    let col = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
     (line, col)
 }
 
@@ -424,7 +429,11 @@ num_requests = 2
         let e = err(&text);
         assert_eq!((e.path.as_str(), e.line), ("c.toml", 15));
         assert_eq!(e.col, 1);
-        assert!(e.message.contains("concurency") && e.message.contains("concurrency"), "{}", e.message);
+        assert!(
+            e.message.contains("concurency") && e.message.contains("concurrency"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
@@ -434,7 +443,11 @@ num_requests = 2
         assert!(e.message.contains("expected u64"), "{}", e.message);
         let e = err(&MINIMAL.replace("kind = \"sim\"", "kind = \"tgi\""));
         assert_eq!((e.line, e.col), (9, 8));
-        assert!(e.message.contains("sglang") && e.message.contains("llamacpp"), "{}", e.message);
+        assert!(
+            e.message.contains("sglang") && e.message.contains("llamacpp"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

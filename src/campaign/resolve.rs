@@ -151,12 +151,21 @@ impl WorkloadPoint {
             LoadShape::Concurrency { value } => format!("c{value}"),
             LoadShape::Rate { value, .. } => format!("rate{value}"),
         };
-        let mut name = format!("{}-in{}-out{}-{load}", self.workload, self.input_len, self.output_len);
+        let mut name = format!(
+            "{}-in{}-out{}-{load}",
+            self.workload, self.input_len, self.output_len
+        );
         if self.repetition > 0 {
             name.push_str(&format!("-rep{}", self.repetition));
         }
         name.chars()
-            .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect()
     }
 
@@ -214,7 +223,11 @@ pub struct Campaign {
     pub run: RunOptions,
 }
 
-fn duration(src: &Source, v: &Option<Spanned<String>>, default: Duration) -> Result<Duration, CampaignError> {
+fn duration(
+    src: &Source,
+    v: &Option<Spanned<String>>,
+    default: Duration,
+) -> Result<Duration, CampaignError> {
     match v {
         None => Ok(default),
         Some(s) => parse_duration(s.get_ref()).map_err(|e| src.error(s, e)),
@@ -223,26 +236,85 @@ fn duration(src: &Source, v: &Option<Spanned<String>>, default: Duration) -> Res
 
 fn relative(base: &Path, p: &str) -> PathBuf {
     let p = PathBuf::from(p);
-    if p.is_absolute() {
-        p
-    } else {
-        base.join(p)
+    let joined = if p.is_absolute() { p } else { base.join(p) };
+    normalize(&joined)
+}
+
+/// Remove `.` and `name/..` pairs without touching the file system.
+fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out: Vec<Component> = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
     }
+    if out.is_empty() {
+        return PathBuf::from(".");
+    }
+    out.iter().collect()
+}
+
+/// Expand `${VAR}` and `${VAR:-default}` from the environment.
+fn expand_env(src: &Source, at: usize, s: &str) -> Result<String, CampaignError> {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..]
+            .find('}')
+            .ok_or_else(|| src.error_at(at, format!("unclosed `${{` in `{s}`")))?
+            + start;
+        let inner = &rest[start + 2..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (inner, None),
+        };
+        match (std::env::var(name), default) {
+            (Ok(v), _) if !v.is_empty() => out.push_str(&v),
+            (_, Some(d)) => out.push_str(d),
+            _ => {
+                return Err(src.error_at(
+                    at,
+                    format!("environment variable `{name}` used in `{s}` is not set"),
+                ))
+            }
+        }
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// Resolve a parsed campaign.
 pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError> {
     let base = src.path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
+    let base = if base.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        base
+    };
     let name = raw.campaign.name.get_ref().trim().to_string();
     if name.is_empty() || name.contains('/') || name.starts_with('.') {
-        return Err(src.error(&raw.campaign.name, "campaign name must be non-empty, without `/`, not starting with `.`"));
+        return Err(src.error(
+            &raw.campaign.name,
+            "campaign name must be non-empty, without `/`, not starting with `.`",
+        ));
     }
-    let results_dir = relative(&base, raw.campaign.results_dir.as_deref().unwrap_or("results")).join(&name);
+    let results_dir = relative(
+        &base,
+        raw.campaign.results_dir.as_deref().unwrap_or("results"),
+    )
+    .join(&name);
 
+    let model_path = expand_env(src, 0, &raw.model.path)?;
     let model = ModelSpec {
-        served_name: raw.model.name.clone().unwrap_or_else(|| raw.model.path.clone()),
-        path: raw.model.path.clone(),
+        served_name: raw.model.name.clone().unwrap_or_else(|| model_path.clone()),
+        path: model_path,
         config: raw.model.config.as_deref().map(|p| relative(&base, p)),
         tokenizer: raw.model.tokenizer.as_deref().map(|p| relative(&base, p)),
     };
@@ -254,14 +326,19 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
             .clone()
             .unwrap_or_default()
             .into_iter()
-            .map(|a| resolve_script(&base, a))
-            .collect(),
+            .map(|a| expand_env(src, 0, &a).map(|a| resolve_script(&base, a)))
+            .collect::<Result<_, _>>()?,
         version: raw.engine.version.clone(),
         url: raw.engine.url.as_ref().map(|u| u.get_ref().clone()),
     };
     if engine.kind == EngineKind::Openai {
         match &raw.engine.url {
-            None => return Err(src.error_at(0, "[engine] kind = \"openai\" needs `url` (e.g. http://127.0.0.1:8000)")),
+            None => {
+                return Err(src.error_at(
+                    0,
+                    "[engine] kind = \"openai\" needs `url` (e.g. http://127.0.0.1:8000)",
+                ))
+            }
             Some(u) if !u.get_ref().starts_with("http://") => {
                 return Err(src.error(u, "url must start with http://"))
             }
@@ -275,7 +352,13 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     };
     let excluded: BTreeSet<u32> = raw.hardware.exclude_gpus.iter().copied().collect();
     let hardware = Hardware {
-        gpus: raw.hardware.gpus.iter().copied().filter(|g| !excluded.contains(g)).collect(),
+        gpus: raw
+            .hardware
+            .gpus
+            .iter()
+            .copied()
+            .filter(|g| !excluded.contains(g))
+            .collect(),
         exclude_gpus: raw.hardware.exclude_gpus.clone(),
         gpu_memory_bytes,
     };
@@ -291,7 +374,11 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         startup_estimate: duration(
             src,
             &raw.run.startup_estimate,
-            if engine.kind == EngineKind::Sim { Duration::from_secs(2) } else { Duration::from_secs(90) },
+            if engine.kind == EngineKind::Sim {
+                Duration::from_secs(2)
+            } else {
+                Duration::from_secs(90)
+            },
         )?,
         decode_tok_s_estimate: raw.run.decode_tok_s_estimate.unwrap_or(50.0).max(1e-3),
         prefill_tok_s_estimate: raw.run.prefill_tok_s_estimate.unwrap_or(5000.0).max(1e-3),
@@ -300,7 +387,14 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     if let Some(b) = &raw.run.baseline {
         if !servers.iter().any(|s| &s.id == b.get_ref()) {
             let ids: Vec<&str> = servers.iter().map(|s| s.id.as_str()).collect();
-            return Err(src.error(b, format!("baseline `{}` is not a server id; ids: {}", b.get_ref(), ids.join(", "))));
+            return Err(src.error(
+                b,
+                format!(
+                    "baseline `{}` is not a server id; ids: {}",
+                    b.get_ref(),
+                    ids.join(", ")
+                ),
+            ));
         }
     }
 
@@ -330,7 +424,12 @@ fn resolve_script(base: &Path, arg: String) -> String {
     arg
 }
 
-fn merge_server(raw: &RawCampaign, s: &RawServer, extra_args: &[String], extra_env: &BTreeMap<String, String>) -> ServerConfig {
+fn merge_server(
+    raw: &RawCampaign,
+    s: &RawServer,
+    extra_args: &[String],
+    extra_env: &BTreeMap<String, String>,
+) -> ServerConfig {
     let d = &raw.defaults;
     let mut args = raw.engine.args.clone();
     args.extend(d.args.iter().cloned());
@@ -341,7 +440,11 @@ fn merge_server(raw: &RawCampaign, s: &RawServer, extra_args: &[String], extra_e
     env.extend(extra_env.clone());
     env.extend(s.env.clone());
     ServerConfig {
-        id: s.id.as_ref().map(|i| i.get_ref().clone()).unwrap_or_else(|| "default".into()),
+        id: s
+            .id
+            .as_ref()
+            .map(|i| i.get_ref().clone())
+            .unwrap_or_else(|| "default".into()),
         tp: s.tp.or(d.tp).unwrap_or(1),
         mem_fraction: s.mem_fraction.or(d.mem_fraction),
         max_running_requests: s.max_running_requests.or(d.max_running_requests),
@@ -353,15 +456,29 @@ fn merge_server(raw: &RawCampaign, s: &RawServer, extra_args: &[String], extra_e
 }
 
 fn check_server(src: &Source, at: usize, s: &ServerConfig) -> Result<(), CampaignError> {
-    if s.id.is_empty() || !s.id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-        return Err(src.error_at(at, format!("server id `{}` may only use letters, digits, `-`, `_` and `.`", s.id)));
+    if s.id.is_empty()
+        || !s
+            .id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(src.error_at(
+            at,
+            format!(
+                "server id `{}` may only use letters, digits, `-`, `_` and `.`",
+                s.id
+            ),
+        ));
     }
     if s.tp == 0 {
         return Err(src.error_at(at, format!("server `{}`: tp must be at least 1", s.id)));
     }
     if let Some(f) = s.mem_fraction {
         if !(f > 0.0 && f <= 1.0) {
-            return Err(src.error_at(at, format!("server `{}`: mem_fraction must be in (0, 1], got {f}", s.id)));
+            return Err(src.error_at(
+                at,
+                format!("server `{}`: mem_fraction must be in (0, 1], got {f}", s.id),
+            ));
         }
     }
     if let Some(sp) = &s.speculative {
@@ -373,7 +490,10 @@ fn check_server(src: &Source, at: usize, s: &ServerConfig) -> Result<(), Campaig
         }
         if let Some(p) = sp.acceptance {
             if !(0.0..=1.0).contains(&p) {
-                return Err(src.error_at(at, format!("server `{}`: acceptance must be within [0, 1]", s.id)));
+                return Err(src.error_at(
+                    at,
+                    format!("server `{}`: acceptance must be within [0, 1]", s.id),
+                ));
             }
         }
     }
@@ -393,10 +513,25 @@ fn expand_servers(raw: &RawCampaign, src: &Source) -> Result<Vec<ServerConfig>, 
     }
     for m in &raw.matrix {
         let at = m.id.span().start;
-        let tps = m.tp.as_ref().map(OneOrMany::to_vec).unwrap_or_else(|| vec![raw.defaults.tp.unwrap_or(1)]);
-        let mems: Vec<Option<f64>> = m.mem_fraction.as_ref().map(|v| v.to_vec().into_iter().map(Some).collect()).unwrap_or_else(|| vec![None]);
-        let mrrs: Vec<Option<u32>> = m.max_running_requests.as_ref().map(|v| v.to_vec().into_iter().map(Some).collect()).unwrap_or_else(|| vec![None]);
-        let ctxs: Vec<Option<u64>> = m.context_length.as_ref().map(|v| v.to_vec().into_iter().map(Some).collect()).unwrap_or_else(|| vec![None]);
+        let tps =
+            m.tp.as_ref()
+                .map(OneOrMany::to_vec)
+                .unwrap_or_else(|| vec![raw.defaults.tp.unwrap_or(1)]);
+        let mems: Vec<Option<f64>> = m
+            .mem_fraction
+            .as_ref()
+            .map(|v| v.to_vec().into_iter().map(Some).collect())
+            .unwrap_or_else(|| vec![None]);
+        let mrrs: Vec<Option<u32>> = m
+            .max_running_requests
+            .as_ref()
+            .map(|v| v.to_vec().into_iter().map(Some).collect())
+            .unwrap_or_else(|| vec![None]);
+        let ctxs: Vec<Option<u64>> = m
+            .context_length
+            .as_ref()
+            .map(|v| v.to_vec().into_iter().map(Some).collect())
+            .unwrap_or_else(|| vec![None]);
         let mut specs: Vec<Option<Speculative>> = Vec::new();
         match &m.speculative {
             None => specs.push(None),
@@ -412,7 +547,11 @@ fn expand_servers(raw: &RawCampaign, src: &Source) -> Result<Vec<ServerConfig>, 
                 }
             }
         }
-        let budgets: Vec<Option<u32>> = m.budget.as_ref().map(|v| v.to_vec().into_iter().map(Some).collect()).unwrap_or_else(|| vec![None]);
+        let budgets: Vec<Option<u32>> = m
+            .budget
+            .as_ref()
+            .map(|v| v.to_vec().into_iter().map(Some).collect())
+            .unwrap_or_else(|| vec![None]);
         for &tp in &tps {
             for &mem in &mems {
                 for &mrr in &mrrs {
@@ -444,7 +583,8 @@ fn expand_servers(raw: &RawCampaign, src: &Source) -> Result<Vec<ServerConfig>, 
                                 };
                                 let mut cfg = merge_server(raw, &raw_server, &m.args, &m.env);
                                 cfg.speculative = spec;
-                                cfg.id = render_id(m.id.get_ref(), &cfg).map_err(|e| src.error(&m.id, e))?;
+                                cfg.id = render_id(m.id.get_ref(), &cfg)
+                                    .map_err(|e| src.error(&m.id, e))?;
                                 check_server(src, at, &cfg)?;
                                 out.push((cfg, at));
                             }
@@ -455,7 +595,15 @@ fn expand_servers(raw: &RawCampaign, src: &Source) -> Result<Vec<ServerConfig>, 
         }
     }
     if out.is_empty() {
-        let cfg = merge_server(raw, &RawServer { id: Some(Spanned::new(0..0, "default".into())), ..raw.defaults.clone() }, &[], &BTreeMap::new());
+        let cfg = merge_server(
+            raw,
+            &RawServer {
+                id: Some(Spanned::new(0..0, "default".into())),
+                ..raw.defaults.clone()
+            },
+            &[],
+            &BTreeMap::new(),
+        );
         check_server(src, 0, &cfg)?;
         out.push((cfg, 0));
     }
@@ -473,7 +621,10 @@ fn render_id(template: &str, cfg: &ServerConfig) -> Result<String, String> {
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
-        let close = rest[open..].find('}').ok_or_else(|| format!("unclosed `{{` in id template `{template}`"))? + open;
+        let close = rest[open..]
+            .find('}')
+            .ok_or_else(|| format!("unclosed `{{` in id template `{template}`"))?
+            + open;
         let key = &rest[open + 1..close];
         let value = match key {
             "budget" => cfg
@@ -499,7 +650,11 @@ fn render_id(template: &str, cfg: &ServerConfig) -> Result<String, String> {
     Ok(out)
 }
 
-fn expand_workloads(raw: &RawCampaign, src: &Source, repetitions: u32) -> Result<Vec<WorkloadPoint>, CampaignError> {
+fn expand_workloads(
+    raw: &RawCampaign,
+    src: &Source,
+    repetitions: u32,
+) -> Result<Vec<WorkloadPoint>, CampaignError> {
     if raw.workloads.is_empty() {
         return Err(src.error_at(src.text.len(), "the campaign declares no [[workload]]"));
     }
@@ -510,48 +665,89 @@ fn expand_workloads(raw: &RawCampaign, src: &Source, repetitions: u32) -> Result
         if !names.insert(name.clone()) {
             return Err(src.error(&w.name, format!("workload `{name}` is declared twice")));
         }
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-            return Err(src.error(&w.name, "workload names may only use letters, digits, `-`, `_` and `.`"));
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(src.error(
+                &w.name,
+                "workload names may only use letters, digits, `-`, `_` and `.`",
+            ));
         }
-        let loads: Vec<LoadShape> = match (&w.concurrency, &w.rate) {
-            (Some(c), None) => {
-                let v = c.to_vec();
-                if v.contains(&0) {
-                    return Err(src.error(&w.name, format!("workload `{name}`: concurrency must be at least 1")));
-                }
-                v.into_iter().map(|value| LoadShape::Concurrency { value }).collect()
-            }
-            (None, Some(r)) => {
-                let burstiness = w.burstiness.unwrap_or(1.0);
-                if !(burstiness > 0.0) {
-                    return Err(src.error(&w.name, format!("workload `{name}`: burstiness must be positive")));
-                }
-                let mut v = Vec::new();
-                for value in r.to_vec() {
-                    if !(value > 0.0 && value.is_finite()) {
-                        return Err(src.error(&w.name, format!("workload `{name}`: rates must be positive, got {value}")));
+        let loads: Vec<LoadShape> =
+            match (&w.concurrency, &w.rate) {
+                (Some(c), None) => {
+                    let v = c.to_vec();
+                    if v.contains(&0) {
+                        return Err(src.error(
+                            &w.name,
+                            format!("workload `{name}`: concurrency must be at least 1"),
+                        ));
                     }
-                    v.push(LoadShape::Rate {
-                        value,
-                        arrival: w.arrival.unwrap_or(Arrival::Poisson),
-                        burstiness,
-                        max_concurrency: w.max_concurrency,
-                    });
+                    v.into_iter()
+                        .map(|value| LoadShape::Concurrency { value })
+                        .collect()
                 }
-                v
-            }
-            (Some(_), Some(_)) => return Err(src.error(&w.name, format!("workload `{name}`: give `concurrency` or `rate`, not both"))),
-            (None, None) => return Err(src.error(&w.name, format!("workload `{name}`: give `concurrency` (closed loop) or `rate` (open loop)"))),
-        };
+                (None, Some(r)) => {
+                    let burstiness = w.burstiness.unwrap_or(1.0);
+                    if burstiness <= 0.0 || burstiness.is_nan() {
+                        return Err(src.error(
+                            &w.name,
+                            format!("workload `{name}`: burstiness must be positive"),
+                        ));
+                    }
+                    let mut v = Vec::new();
+                    for value in r.to_vec() {
+                        if !(value > 0.0 && value.is_finite()) {
+                            return Err(src.error(
+                                &w.name,
+                                format!("workload `{name}`: rates must be positive, got {value}"),
+                            ));
+                        }
+                        v.push(LoadShape::Rate {
+                            value,
+                            arrival: w.arrival.unwrap_or(Arrival::Poisson),
+                            burstiness,
+                            max_concurrency: w.max_concurrency,
+                        });
+                    }
+                    v
+                }
+                (Some(_), Some(_)) => {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: give `concurrency` or `rate`, not both"),
+                    ))
+                }
+                (None, None) => return Err(src.error(
+                    &w.name,
+                    format!(
+                        "workload `{name}`: give `concurrency` (closed loop) or `rate` (open loop)"
+                    ),
+                )),
+            };
         let duration_s = match &w.duration {
             None => None,
-            Some(d) => Some(parse_duration(d.get_ref()).map_err(|e| src.error(d, e))?.as_secs_f64()),
+            Some(d) => Some(
+                parse_duration(d.get_ref())
+                    .map_err(|e| src.error(d, e))?
+                    .as_secs_f64(),
+            ),
         };
         if w.num_requests.is_none() && duration_s.is_none() {
-            return Err(src.error(&w.name, format!("workload `{name}`: give `num_requests` and/or `duration` so every cell ends")));
+            return Err(src.error(
+                &w.name,
+                format!(
+                    "workload `{name}`: give `num_requests` and/or `duration` so every cell ends"
+                ),
+            ));
         }
         if w.num_requests == Some(0) {
-            return Err(src.error(&w.name, format!("workload `{name}`: num_requests must be at least 1")));
+            return Err(src.error(
+                &w.name,
+                format!("workload `{name}`: num_requests must be at least 1"),
+            ));
         }
         let slos = w
             .slo
@@ -562,14 +758,29 @@ fn expand_workloads(raw: &RawCampaign, src: &Source, repetitions: u32) -> Result
             None => PromptSource::Synthetic,
             Some(k) => {
                 let text = k.get_ref().to_vec().join(",");
-                let sel: PromptSelection = text.parse().map_err(|e: crate::workload::WorkloadError| src.error(k, e.to_string()))?;
-                PromptSource::PromptKinds { kinds: sel.kinds().iter().map(|k| k.name().to_string()).collect() }
+                let sel: PromptSelection = text
+                    .parse()
+                    .map_err(|e: crate::workload::WorkloadError| src.error(k, e.to_string()))?;
+                PromptSource::PromptKinds {
+                    kinds: sel.kinds().iter().map(|k| k.name().to_string()).collect(),
+                }
             }
         };
-        let inputs = w.input_len.as_ref().map(OneOrMany::to_vec).unwrap_or_else(|| vec![128]);
-        let outputs = w.output_len.as_ref().map(OneOrMany::to_vec).unwrap_or_else(|| vec![256]);
+        let inputs = w
+            .input_len
+            .as_ref()
+            .map(OneOrMany::to_vec)
+            .unwrap_or_else(|| vec![128]);
+        let outputs = w
+            .output_len
+            .as_ref()
+            .map(OneOrMany::to_vec)
+            .unwrap_or_else(|| vec![256]);
         if outputs.contains(&0) {
-            return Err(src.error(&w.name, format!("workload `{name}`: output_len must be at least 1")));
+            return Err(src.error(
+                &w.name,
+                format!("workload `{name}`: output_len must be at least 1"),
+            ));
         }
         for &input_len in &inputs {
             for &output_len in &outputs {
@@ -619,7 +830,19 @@ mod tests {
         );
         let c = campaign(&text).unwrap();
         let ids: Vec<&str> = c.servers.iter().map(|s| s.id.as_str()).collect();
-        assert_eq!(ids, ["ar-tp1-bnone", "eagle-tp1-b8", "eagle-tp1-b16", "eagle-tp1-b64", "ar-tp4-bnone", "eagle-tp4-b8", "eagle-tp4-b16", "eagle-tp4-b64"]);
+        assert_eq!(
+            ids,
+            [
+                "ar-tp1-bnone",
+                "eagle-tp1-b8",
+                "eagle-tp1-b16",
+                "eagle-tp1-b64",
+                "ar-tp4-bnone",
+                "eagle-tp4-b8",
+                "eagle-tp4-b16",
+                "eagle-tp4-b64"
+            ]
+        );
         let s = &c.servers[3];
         assert_eq!((s.tp, s.mem_fraction), (1, Some(0.8)));
         assert_eq!(s.speculative.as_ref().unwrap().num_draft_tokens, Some(64));
@@ -636,7 +859,10 @@ mod tests {
         assert!(e.message.contains("used twice"), "{}", e.message);
         assert_eq!(e.line, 9);
         let text = format!("{HEAD}[[matrix]]\nid = \"x-{{gpu}}\"\n{WL}");
-        assert!(campaign(&text).unwrap_err().message.contains("unknown placeholder"));
+        assert!(campaign(&text)
+            .unwrap_err()
+            .message
+            .contains("unknown placeholder"));
         let text = format!("{HEAD}[[server]]\nid = \"a\"\n[run]\nbaseline = \"b\"\n{WL}");
         let e = campaign(&text).unwrap_err();
         assert!(e.message.contains("ids: a"), "{}", e.message);
@@ -645,10 +871,15 @@ mod tests {
 
     #[test]
     fn workloads_need_one_load_kind_and_an_end() {
-        let both = format!("{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\nrate = 2.0\nnum_requests = 1\n");
+        let both = format!(
+            "{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\nrate = 2.0\nnum_requests = 1\n"
+        );
         assert!(campaign(&both).unwrap_err().message.contains("not both"));
         let endless = format!("{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\n");
-        assert!(campaign(&endless).unwrap_err().message.contains("num_requests"));
+        assert!(campaign(&endless)
+            .unwrap_err()
+            .message
+            .contains("num_requests"));
         let bad_slo = format!("{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\nnum_requests = 1\nslo = [\"ttft=2\"]\n");
         let e = campaign(&bad_slo).unwrap_err();
         assert!(e.message.contains("no unit"));

@@ -159,9 +159,11 @@ pub struct Speculative {
     /// Branching factor of the draft tree (SGLang `--speculative-eagle-topk`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topk: Option<u32>,
-    /// Draft tokens verified per step — the "budget" (SGLang
-    /// `--speculative-num-draft-tokens`, vLLM `num_speculative_tokens`,
-    /// llama.cpp `--spec-draft-n-max`).
+    /// Draft tokens per step — the "budget" — passed in each engine's own
+    /// meaning: SGLang `--speculative-num-draft-tokens` counts the verified
+    /// tree including its root (a chain of 3 drafts is 4), while vLLM
+    /// `num_speculative_tokens` and llama.cpp `--spec-draft-n-max` count
+    /// drafted tokens only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_draft_tokens: Option<u32>,
     /// Simulator only: probability each successive draft token is accepted.

@@ -1,8 +1,595 @@
-//! Flags of the `sglang` engine.
+//! Flags of the `sglang` engine (`python3 -m sglang.launch_server`).
+//!
+//! Every flag name and `--speculative-algorithm` value was checked against
+//! sgl-project/sglang, `python/sglang/srt/server_args.py` (commit 001067ff):
+//! the `ServerArgs` dataclass derives each flag from its field name
+//! (`tp_size` → `--tp-size`, alias `--tensor-parallel-size`;
+//! `model_path` → `--model-path`, alias `--model`). The speculative
+//! consistency rules come from `python/sglang/srt/arg_groups/speculative_hook.py`
+//! (`_handle_eagle_family`, `_handle_ngram`, `_handle_dflash`) and the tree
+//! size limit from `python/sglang/srt/speculative/eagle_utils.py`
+//! (`organize_draft_results`, commit 003ddbce). Older releases kept the same
+//! checks inline in `ServerArgs.__post_init__`.
 
-use super::{EngineError, ServerSpec};
+use super::{EngineError, ServerSpec, SpecMethod, Speculative};
+
+/// Every flag this adapter can emit, as spelled in `server_args.py`.
+pub const KNOWN_FLAGS: &[&str] = &[
+    "--model-path",
+    "--host",
+    "--port",
+    "--served-model-name",
+    "--tp-size",
+    "--mem-fraction-static",
+    "--max-running-requests",
+    "--context-length",
+    "--speculative-algorithm",
+    "--speculative-draft-model-path",
+    "--speculative-num-steps",
+    "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+    "--speculative-dflash-block-size",
+    "--speculative-ngram-max-bfs-breadth",
+];
+
+/// The methods SGLang can express, for error messages.
+const SUPPORTED: &str = "eagle, eagle3, mtp, dflash, draft-model, ngram";
 
 /// The engine-specific arguments for `spec`.
 pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
-    Err(EngineError::new(spec.engine, "not yet supported"))
+    let err = |m: String| EngineError::new(spec.engine, m);
+    let mut a = Vec::new();
+    push(&mut a, "--model-path", &spec.model_path);
+    push(&mut a, "--host", &spec.host);
+    push(&mut a, "--port", spec.port);
+    if let Some(name) = &spec.served_model_name {
+        push(&mut a, "--served-model-name", name);
+    }
+    if spec.tp == 0 {
+        return Err(err("tp must be at least 1".into()));
+    }
+    push(&mut a, "--tp-size", spec.tp);
+    if let Some(f) = spec.mem_fraction {
+        if !(f > 0.0 && f <= 1.0) {
+            return Err(err(format!(
+                "mem_fraction must be in (0, 1] (--mem-fraction-static), got {f}"
+            )));
+        }
+        push(&mut a, "--mem-fraction-static", f);
+    }
+    if let Some(n) = spec.max_running_requests {
+        if n == 0 {
+            return Err(err("max_running_requests must be at least 1".into()));
+        }
+        push(&mut a, "--max-running-requests", n);
+    }
+    if let Some(c) = spec.context_length {
+        if c == 0 {
+            return Err(err(
+                "context_length must be at least 1; omit it to use the model's own".into(),
+            ));
+        }
+        push(&mut a, "--context-length", c);
+    }
+    if let Some(s) = &spec.speculative {
+        speculative(s, &mut a).map_err(err)?;
+    }
+    Ok(a)
+}
+
+fn push(a: &mut Vec<String>, flag: &str, value: impl ToString) {
+    a.push(flag.to_string());
+    a.push(value.to_string());
+}
+
+fn speculative(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
+    if s.acceptance.is_some() {
+        return Err(
+            "speculative.acceptance is a simulator-only setting; remove it for sglang".into(),
+        );
+    }
+    if s.llamacpp_type.is_some() {
+        return Err(
+            "speculative.llamacpp_type applies to llama.cpp only; remove it for sglang".into(),
+        );
+    }
+    let Some(method) = s.method else {
+        if *s == Speculative::default() {
+            return Ok(());
+        }
+        return Err(format!(
+            "speculative settings need a method (one of: {SUPPORTED})"
+        ));
+    };
+    if s.num_steps == Some(0) || s.topk == Some(0) || s.num_draft_tokens == Some(0) {
+        return Err("speculative num_steps, topk and num_draft_tokens must be at least 1".into());
+    }
+    match method {
+        SpecMethod::Eagle | SpecMethod::Eagle3 | SpecMethod::DraftModel => {
+            let algo = match method {
+                SpecMethod::Eagle => "EAGLE",
+                SpecMethod::Eagle3 => "EAGLE3",
+                _ => "STANDALONE",
+            };
+            let Some(draft) = &s.draft_model else {
+                return Err(format!(
+                    "method {} needs draft_model (--speculative-draft-model-path); \
+                     for a model's own MTP layers use method mtp",
+                    method.as_str()
+                ));
+            };
+            push(a, "--speculative-algorithm", algo);
+            push(a, "--speculative-draft-model-path", draft);
+            eagle_budget(s, a)
+        }
+        // SGLang resolves NEXTN to EAGLE and, for DeepSeek/GLM-MoE/Bailing/
+        // Mistral-Large-3 style checkpoints, points the draft at the target
+        // model itself; a separate MTP checkpoint may still be given.
+        SpecMethod::Mtp => {
+            push(a, "--speculative-algorithm", "NEXTN");
+            if let Some(draft) = &s.draft_model {
+                push(a, "--speculative-draft-model-path", draft);
+            }
+            eagle_budget(s, a)
+        }
+        SpecMethod::Dflash => {
+            let Some(draft) = &s.draft_model else {
+                return Err(
+                    "method dflash needs draft_model (--speculative-draft-model-path)".into(),
+                );
+            };
+            // DFLASH drafts a whole block per step: SGLang overrides
+            // num_steps to 1 and rejects --speculative-eagle-topk, so any
+            // other value would not be what the benchmark measures.
+            if s.num_steps.is_some_and(|n| n != 1) {
+                return Err(
+                    "dflash drafts one block per step; SGLang forces num_steps to 1, \
+                     so leave num_steps unset (the block size is num_draft_tokens)"
+                        .into(),
+                );
+            }
+            if s.topk.is_some_and(|k| k != 1) {
+                return Err(
+                    "dflash has no EAGLE topk; SGLang rejects --speculative-eagle-topk \
+                     for DFLASH, so leave topk unset"
+                        .into(),
+                );
+            }
+            push(a, "--speculative-algorithm", "DFLASH");
+            push(a, "--speculative-draft-model-path", draft);
+            // The block size is the verify window. `--speculative-num-draft-tokens`
+            // is accepted as an alias, but only the explicit flag stays
+            // unambiguous once DFLASH tree widths are used.
+            if let Some(n) = s.num_draft_tokens {
+                push(a, "--speculative-dflash-block-size", n);
+            }
+            Ok(())
+        }
+        SpecMethod::Ngram => {
+            if s.draft_model.is_some() {
+                return Err("method ngram drafts from the prompt and takes no draft_model".into());
+            }
+            push(a, "--speculative-algorithm", "NGRAM");
+            // `_handle_ngram` overwrites speculative_eagle_topk with
+            // --speculative-ngram-max-bfs-breadth, so that is where a tree
+            // breadth has to go.
+            if let Some(k) = s.topk {
+                push(a, "--speculative-ngram-max-bfs-breadth", k);
+            }
+            if let Some(n) = s.num_steps {
+                push(a, "--speculative-num-steps", n);
+            }
+            if let Some(n) = s.num_draft_tokens {
+                push(a, "--speculative-num-draft-tokens", n);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Steps, topk and draft-token budget of the EAGLE family (EAGLE, EAGLE3,
+/// NEXTN, STANDALONE), checked against the rules SGLang applies at start-up.
+fn eagle_budget(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
+    if s.num_steps.is_none() && s.topk.is_none() && s.num_draft_tokens.is_none() {
+        // SGLang picks (steps, topk, draft tokens) from the architecture.
+        return Ok(());
+    }
+    let Some(steps) = s.num_steps else {
+        return Err(
+            "SGLang requires num_steps whenever topk or num_draft_tokens is set \
+             (it asserts both are unset when it auto-chooses the steps)"
+                .into(),
+        );
+    };
+    // An unset topk would crash SGLang's `topk > 1` checks; a chain is the
+    // only reading of "steps without a branching factor".
+    let topk = s.topk.unwrap_or(1);
+    let draft_tokens = if topk == 1 {
+        let chain = steps + 1;
+        match s.num_draft_tokens {
+            Some(n) if n != chain => {
+                // SGLang would silently rewrite it, so the run would not
+                // measure the configured budget.
+                return Err(format!(
+                    "with topk 1 SGLang requires num_draft_tokens == num_steps + 1 \
+                     (= {chain} for num_steps {steps}), got {n}; raise topk above 1 for a tree"
+                ));
+            }
+            _ => chain,
+        }
+    } else {
+        let Some(n) = s.num_draft_tokens else {
+            return Err(format!(
+                "a tree drafter (topk {topk}) needs num_draft_tokens, the number of tree \
+                 nodes verified per step"
+            ));
+        };
+        // Step 1 expands the root into topk candidates, every later step
+        // expands topk beams into topk each; SGLang keeps the best
+        // num_draft_tokens - 1 of them (torch.topk fails on a larger k).
+        let (k, st) = (u64::from(topk), u64::from(steps));
+        let pool = k + (st - 1) * k * k;
+        if u64::from(n) < 2 || u64::from(n) - 1 > pool {
+            return Err(format!(
+                "num_draft_tokens {n} does not fit the draft tree: SGLang needs \
+                 2 <= num_draft_tokens <= 1 + topk + (num_steps - 1) * topk^2 \
+                 (= {} for num_steps {steps}, topk {topk})",
+                pool + 1
+            ));
+        }
+        n
+    };
+    push(a, "--speculative-num-steps", steps);
+    push(a, "--speculative-eagle-topk", topk);
+    push(a, "--speculative-num-draft-tokens", draft_tokens);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{test_spec, EngineKind};
+    use super::*;
+
+    fn spec_with(s: Speculative) -> ServerSpec {
+        let mut spec = test_spec(EngineKind::Sglang);
+        spec.speculative = Some(s);
+        spec
+    }
+
+    fn value_of<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
+        argv.iter()
+            .position(|a| a == flag)
+            .map(|i| argv[i + 1].as_str())
+    }
+
+    fn err_of(spec: &ServerSpec) -> String {
+        args(spec).unwrap_err().to_string()
+    }
+
+    fn tree(steps: u32, topk: u32, budget: u32) -> Speculative {
+        Speculative {
+            method: Some(SpecMethod::Eagle),
+            draft_model: Some("/models/eagle".into()),
+            num_steps: Some(steps),
+            topk: Some(topk),
+            num_draft_tokens: Some(budget),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn plain_config() {
+        let argv = args(&test_spec(EngineKind::Sglang)).unwrap();
+        assert_eq!(
+            argv,
+            [
+                "--model-path",
+                "/models/m",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "30000",
+                "--served-model-name",
+                "m",
+                "--tp-size",
+                "1"
+            ]
+        );
+    }
+
+    #[test]
+    fn resources_map_to_sglang_flags() {
+        let mut spec = test_spec(EngineKind::Sglang);
+        spec.tp = 4;
+        spec.mem_fraction = Some(0.85);
+        spec.max_running_requests = Some(64);
+        spec.context_length = Some(32768);
+        spec.served_model_name = None;
+        let argv = args(&spec).unwrap();
+        assert_eq!(value_of(&argv, "--tp-size"), Some("4"));
+        assert_eq!(value_of(&argv, "--mem-fraction-static"), Some("0.85"));
+        assert_eq!(value_of(&argv, "--max-running-requests"), Some("64"));
+        assert_eq!(value_of(&argv, "--context-length"), Some("32768"));
+        assert!(!argv.contains(&"--served-model-name".to_string()));
+    }
+
+    #[test]
+    fn resource_rejections_name_the_problem() {
+        let mut spec = test_spec(EngineKind::Sglang);
+        spec.tp = 0;
+        assert!(err_of(&spec).contains("tp must be at least 1"));
+        let mut spec = test_spec(EngineKind::Sglang);
+        spec.mem_fraction = Some(1.5);
+        assert!(err_of(&spec).contains("mem_fraction must be in (0, 1]"));
+        let mut spec = test_spec(EngineKind::Sglang);
+        spec.max_running_requests = Some(0);
+        assert!(err_of(&spec).contains("max_running_requests"));
+        let mut spec = test_spec(EngineKind::Sglang);
+        spec.context_length = Some(0);
+        assert!(err_of(&spec).contains("context_length"));
+    }
+
+    #[test]
+    fn eagle_chain() {
+        let argv = args(&spec_with(Speculative {
+            method: Some(SpecMethod::Eagle3),
+            draft_model: Some("/models/eagle3".into()),
+            num_steps: Some(3),
+            topk: Some(1),
+            num_draft_tokens: Some(4),
+            ..Default::default()
+        }))
+        .unwrap();
+        let tail = &argv[argv.len() - 10..];
+        assert_eq!(
+            tail,
+            [
+                "--speculative-algorithm",
+                "EAGLE3",
+                "--speculative-draft-model-path",
+                "/models/eagle3",
+                "--speculative-num-steps",
+                "3",
+                "--speculative-eagle-topk",
+                "1",
+                "--speculative-num-draft-tokens",
+                "4"
+            ]
+        );
+    }
+
+    #[test]
+    fn chain_budget_is_derived_and_topk_defaults_to_one() {
+        let argv = args(&spec_with(Speculative {
+            method: Some(SpecMethod::Eagle),
+            draft_model: Some("/d".into()),
+            num_steps: Some(5),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(value_of(&argv, "--speculative-eagle-topk"), Some("1"));
+        assert_eq!(value_of(&argv, "--speculative-num-draft-tokens"), Some("6"));
+    }
+
+    #[test]
+    fn auto_chosen_budget_emits_only_the_algorithm() {
+        let argv = args(&spec_with(Speculative {
+            method: Some(SpecMethod::Eagle),
+            draft_model: Some("/d".into()),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(value_of(&argv, "--speculative-algorithm"), Some("EAGLE"));
+        assert!(!argv.iter().any(|a| a.starts_with("--speculative-num")));
+        assert!(!argv.contains(&"--speculative-eagle-topk".to_string()));
+    }
+
+    #[test]
+    fn tree_drafter_budgets_8_16_64_with_topk_8() {
+        for (steps, budget) in [(1, 8), (2, 16), (2, 64)] {
+            let argv = args(&spec_with(tree(steps, 8, budget))).unwrap();
+            assert_eq!(value_of(&argv, "--speculative-algorithm"), Some("EAGLE"));
+            assert_eq!(
+                value_of(&argv, "--speculative-num-steps"),
+                Some(steps.to_string().as_str())
+            );
+            assert_eq!(value_of(&argv, "--speculative-eagle-topk"), Some("8"));
+            assert_eq!(
+                value_of(&argv, "--speculative-num-draft-tokens"),
+                Some(budget.to_string().as_str())
+            );
+        }
+    }
+
+    #[test]
+    fn tree_budget_beyond_the_candidate_pool_is_rejected() {
+        // One step of topk 8 yields 8 candidates: at most 9 tokens verified.
+        let msg = err_of(&spec_with(tree(1, 8, 16)));
+        assert!(msg.contains("does not fit the draft tree"), "{msg}");
+        assert!(msg.contains("= 9 for num_steps 1, topk 8"), "{msg}");
+        assert!(args(&spec_with(tree(1, 8, 9))).is_ok());
+        assert!(err_of(&spec_with(tree(2, 8, 74))).contains("= 73"));
+    }
+
+    #[test]
+    fn chain_budget_mismatch_is_rejected() {
+        let msg = err_of(&spec_with(tree(3, 1, 8)));
+        assert!(msg.contains("num_draft_tokens == num_steps + 1"), "{msg}");
+        assert!(msg.contains("= 4 for num_steps 3"), "{msg}");
+    }
+
+    #[test]
+    fn tree_without_budget_or_budget_without_steps_is_rejected() {
+        let mut s = tree(3, 4, 8);
+        s.num_draft_tokens = None;
+        assert!(err_of(&spec_with(s)).contains("needs num_draft_tokens"));
+        let mut s = tree(3, 4, 8);
+        s.num_steps = None;
+        assert!(err_of(&spec_with(s)).contains("requires num_steps"));
+        let mut s = tree(3, 4, 8);
+        s.topk = Some(0);
+        assert!(err_of(&spec_with(s)).contains("at least 1"));
+    }
+
+    #[test]
+    fn mtp_uses_nextn_and_the_draft_is_optional() {
+        let argv = args(&spec_with(Speculative {
+            method: Some(SpecMethod::Mtp),
+            num_steps: Some(3),
+            topk: Some(1),
+            num_draft_tokens: Some(4),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(value_of(&argv, "--speculative-algorithm"), Some("NEXTN"));
+        assert!(!argv.contains(&"--speculative-draft-model-path".to_string()));
+        assert_eq!(value_of(&argv, "--speculative-num-draft-tokens"), Some("4"));
+    }
+
+    #[test]
+    fn draft_model_is_standalone() {
+        let argv = args(&spec_with(Speculative {
+            method: Some(SpecMethod::DraftModel),
+            draft_model: Some("/models/small".into()),
+            num_steps: Some(3),
+            topk: Some(1),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(
+            value_of(&argv, "--speculative-algorithm"),
+            Some("STANDALONE")
+        );
+        assert_eq!(
+            value_of(&argv, "--speculative-draft-model-path"),
+            Some("/models/small")
+        );
+        assert_eq!(value_of(&argv, "--speculative-num-draft-tokens"), Some("4"));
+    }
+
+    #[test]
+    fn dflash_maps_the_budget_to_the_block_size() {
+        let argv = args(&spec_with(Speculative {
+            method: Some(SpecMethod::Dflash),
+            draft_model: Some("/models/dflash".into()),
+            num_draft_tokens: Some(16),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(value_of(&argv, "--speculative-algorithm"), Some("DFLASH"));
+        assert_eq!(
+            value_of(&argv, "--speculative-dflash-block-size"),
+            Some("16")
+        );
+        assert!(!argv.contains(&"--speculative-num-steps".to_string()));
+        assert!(!argv.contains(&"--speculative-eagle-topk".to_string()));
+    }
+
+    #[test]
+    fn dflash_rejections() {
+        let base = Speculative {
+            method: Some(SpecMethod::Dflash),
+            draft_model: Some("/d".into()),
+            ..Default::default()
+        };
+        let s = Speculative {
+            draft_model: None,
+            ..base.clone()
+        };
+        assert!(err_of(&spec_with(s)).contains("dflash needs draft_model"));
+        let s = Speculative {
+            topk: Some(4),
+            ..base.clone()
+        };
+        assert!(err_of(&spec_with(s)).contains("rejects --speculative-eagle-topk"));
+        let s = Speculative {
+            num_steps: Some(3),
+            ..base
+        };
+        assert!(err_of(&spec_with(s)).contains("forces num_steps to 1"));
+    }
+
+    #[test]
+    fn ngram_maps_topk_to_the_bfs_breadth() {
+        let argv = args(&spec_with(Speculative {
+            method: Some(SpecMethod::Ngram),
+            topk: Some(8),
+            num_draft_tokens: Some(16),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(value_of(&argv, "--speculative-algorithm"), Some("NGRAM"));
+        assert_eq!(
+            value_of(&argv, "--speculative-ngram-max-bfs-breadth"),
+            Some("8")
+        );
+        assert_eq!(
+            value_of(&argv, "--speculative-num-draft-tokens"),
+            Some("16")
+        );
+        let msg = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Ngram),
+            draft_model: Some("/d".into()),
+            ..Default::default()
+        }));
+        assert!(msg.contains("takes no draft_model"), "{msg}");
+    }
+
+    #[test]
+    fn other_rejections_name_the_problem() {
+        let msg = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Eagle),
+            ..Default::default()
+        }));
+        assert!(msg.starts_with("sglang: ") && msg.contains("eagle needs draft_model"));
+        let msg = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Ngram),
+            acceptance: Some(0.7),
+            ..Default::default()
+        }));
+        assert!(msg.contains("simulator-only"), "{msg}");
+        let msg = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Ngram),
+            llamacpp_type: Some("ngram-simple".into()),
+            ..Default::default()
+        }));
+        assert!(msg.contains("llama.cpp only"), "{msg}");
+        let msg = err_of(&spec_with(Speculative {
+            num_draft_tokens: Some(4),
+            ..Default::default()
+        }));
+        assert!(msg.contains("need a method") && msg.contains(SUPPORTED));
+        assert!(args(&spec_with(Speculative::default())).is_ok());
+    }
+
+    #[test]
+    fn every_emitted_flag_is_known() {
+        let mut spec = test_spec(EngineKind::Sglang);
+        spec.tp = 2;
+        spec.mem_fraction = Some(0.9);
+        spec.max_running_requests = Some(8);
+        spec.context_length = Some(4096);
+        let specs = [
+            tree(2, 8, 16),
+            Speculative {
+                method: Some(SpecMethod::Dflash),
+                draft_model: Some("/d".into()),
+                num_draft_tokens: Some(8),
+                ..Default::default()
+            },
+            Speculative {
+                method: Some(SpecMethod::Ngram),
+                num_steps: Some(2),
+                topk: Some(4),
+                num_draft_tokens: Some(8),
+                ..Default::default()
+            },
+        ];
+        for s in specs {
+            spec.speculative = Some(s);
+            for flag in args(&spec).unwrap().iter().filter(|a| a.starts_with("--")) {
+                assert!(KNOWN_FLAGS.contains(&flag.as_str()), "unknown flag {flag}");
+            }
+        }
+    }
 }

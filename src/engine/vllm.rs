@@ -1,8 +1,411 @@
-//! Flags of the `vllm` engine.
+//! Flags of the `vllm` engine (`vllm serve MODEL`).
+//!
+//! Flag names were checked against vllm-project/vllm:
+//! `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`, commit 99d7eb5d:
+//! `--served-model-name`, `--max-model-len`, `--tensor-parallel-size`/`-tp`,
+//! `--gpu-memory-utilization`, `--max-num-seqs`, `--speculative-config`),
+//! `vllm/entrypoints/openai/cli_args.py` (`FrontendArgs.host`/`port` →
+//! `--host`/`--port`) and `vllm/entrypoints/cli/serve.py` (the positional
+//! `model_tag`). The keys and method names of the `--speculative-config`
+//! JSON come from `vllm/config/speculative.py` (`SpeculativeConfig`, commit
+//! 002e77c1): `method`, `model`, `num_speculative_tokens`,
+//! `prompt_lookup_min`, `prompt_lookup_max`; methods `eagle`, `eagle3`,
+//! `mtp` (the per-model names such as `deepseek_mtp` are deprecated aliases
+//! of it), `draft_model`, `ngram`, `dflash`.
 
-use super::{EngineError, ServerSpec};
+use serde_json::{json, Map, Value};
 
-/// The engine-specific arguments for `spec`.
+use super::{EngineError, ServerSpec, SpecMethod, Speculative};
+
+/// Every flag this adapter can emit, as spelled in `arg_utils.py` and `cli_args.py`.
+pub const KNOWN_FLAGS: &[&str] = &[
+    "--host",
+    "--port",
+    "--served-model-name",
+    "--tensor-parallel-size",
+    "--gpu-memory-utilization",
+    "--max-num-seqs",
+    "--max-model-len",
+    "--speculative-config",
+];
+
+/// Smallest n-gram the prompt-lookup proposer matches. vLLM's own fallback
+/// (5 and 5) is marked arbitrary in its source; 2..4 follows the range of
+/// its documentation examples and skips one-token matches, which are
+/// frequent and rarely predict the continuation.
+pub const NGRAM_PROMPT_LOOKUP_MIN: u32 = 2;
+
+/// Largest n-gram the prompt-lookup proposer matches (see [`NGRAM_PROMPT_LOOKUP_MIN`]).
+pub const NGRAM_PROMPT_LOOKUP_MAX: u32 = 4;
+
+/// The methods vLLM can express, for error messages.
+const SUPPORTED: &str = "eagle, eagle3, mtp, dflash, draft-model, ngram";
+
+/// The engine-specific arguments for `spec`; the model comes first because
+/// `vllm serve` takes it as a positional argument.
 pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
-    Err(EngineError::new(spec.engine, "not yet supported"))
+    let err = |m: String| EngineError::new(spec.engine, m);
+    let mut a = vec![spec.model_path.clone()];
+    push(&mut a, "--host", &spec.host);
+    push(&mut a, "--port", spec.port);
+    if let Some(name) = &spec.served_model_name {
+        push(&mut a, "--served-model-name", name);
+    }
+    if spec.tp == 0 {
+        return Err(err("tp must be at least 1".into()));
+    }
+    push(&mut a, "--tensor-parallel-size", spec.tp);
+    if let Some(f) = spec.mem_fraction {
+        if !(f > 0.0 && f <= 1.0) {
+            return Err(err(format!(
+                "mem_fraction must be in (0, 1] (--gpu-memory-utilization), got {f}"
+            )));
+        }
+        push(&mut a, "--gpu-memory-utilization", f);
+    }
+    if let Some(n) = spec.max_running_requests {
+        if n == 0 {
+            return Err(err("max_running_requests must be at least 1".into()));
+        }
+        push(&mut a, "--max-num-seqs", n);
+    }
+    if let Some(c) = spec.context_length {
+        if c == 0 {
+            return Err(err(
+                "context_length must be at least 1; omit it to use the model's own".into(),
+            ));
+        }
+        push(&mut a, "--max-model-len", c);
+    }
+    if let Some(s) = &spec.speculative {
+        if let Some(config) = speculative_config(s).map_err(err)? {
+            // One argv element: vLLM parses the value with json.loads.
+            push(&mut a, "--speculative-config", Value::Object(config));
+        }
+    }
+    Ok(a)
+}
+
+fn push(a: &mut Vec<String>, flag: &str, value: impl ToString) {
+    a.push(flag.to_string());
+    a.push(value.to_string());
+}
+
+/// The `--speculative-config` object for `s`, or `None` when `s` asks for nothing.
+fn speculative_config(s: &Speculative) -> Result<Option<Map<String, Value>>, String> {
+    if s.acceptance.is_some() {
+        return Err(
+            "speculative.acceptance is a simulator-only setting; remove it for vllm".into(),
+        );
+    }
+    if s.llamacpp_type.is_some() {
+        return Err(
+            "speculative.llamacpp_type applies to llama.cpp only; remove it for vllm".into(),
+        );
+    }
+    let Some(method) = s.method else {
+        if *s == Speculative::default() {
+            return Ok(None);
+        }
+        return Err(format!(
+            "speculative settings need a method (one of: {SUPPORTED})"
+        ));
+    };
+    // vLLM's proposers draft a chain of num_speculative_tokens; there is no
+    // separate step count or branching factor to pass through.
+    if s.topk.is_some_and(|k| k > 1) {
+        return Err(format!(
+            "vllm drafts a single chain; topk {} (a draft tree) cannot be expressed, \
+             use topk 1 or unset",
+            s.topk.unwrap_or_default()
+        ));
+    }
+    if s.num_steps.is_some() {
+        return Err(
+            "vllm has no separate draft-step count; the chain length is \
+             num_draft_tokens (num_speculative_tokens), so leave num_steps unset"
+                .into(),
+        );
+    }
+    if s.num_draft_tokens == Some(0) {
+        return Err("num_draft_tokens must be at least 1 (num_speculative_tokens > 0)".into());
+    }
+    let mut c = Map::new();
+    let name = match method {
+        SpecMethod::Eagle => "eagle",
+        SpecMethod::Eagle3 => "eagle3",
+        SpecMethod::Mtp => "mtp",
+        SpecMethod::DraftModel => "draft_model",
+        SpecMethod::Ngram => "ngram",
+        SpecMethod::Dflash => "dflash",
+    };
+    c.insert("method".into(), json!(name));
+    match method {
+        SpecMethod::Ngram => {
+            if s.draft_model.is_some() {
+                return Err("method ngram drafts from the prompt and takes no draft_model".into());
+            }
+            if s.num_draft_tokens.is_none() {
+                return Err(
+                    "vllm's ngram method needs num_draft_tokens (num_speculative_tokens)".into(),
+                );
+            }
+            c.insert("prompt_lookup_min".into(), json!(NGRAM_PROMPT_LOOKUP_MIN));
+            c.insert("prompt_lookup_max".into(), json!(NGRAM_PROMPT_LOOKUP_MAX));
+        }
+        // Without a model vLLM loads the MTP layers from the target model,
+        // but only when num_speculative_tokens is given.
+        SpecMethod::Mtp => match &s.draft_model {
+            Some(d) => {
+                c.insert("model".into(), json!(d));
+            }
+            None if s.num_draft_tokens.is_none() => {
+                return Err(
+                    "vllm's mtp method needs num_draft_tokens (num_speculative_tokens) \
+                     when no draft_model is given"
+                        .into(),
+                );
+            }
+            None => {}
+        },
+        SpecMethod::Eagle | SpecMethod::Eagle3 | SpecMethod::DraftModel | SpecMethod::Dflash => {
+            let Some(d) = &s.draft_model else {
+                return Err(format!(
+                    "method {} needs draft_model (the speculative config's model)",
+                    method.as_str()
+                ));
+            };
+            c.insert("model".into(), json!(d));
+        }
+    }
+    // Model-based methods fall back to the draft checkpoint's own count.
+    if let Some(n) = s.num_draft_tokens {
+        c.insert("num_speculative_tokens".into(), json!(n));
+    }
+    Ok(Some(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{test_spec, EngineKind};
+    use super::*;
+
+    fn spec_with(s: Speculative) -> ServerSpec {
+        let mut spec = test_spec(EngineKind::Vllm);
+        spec.speculative = Some(s);
+        spec
+    }
+
+    fn value_of<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
+        argv.iter()
+            .position(|a| a == flag)
+            .map(|i| argv[i + 1].as_str())
+    }
+
+    fn config_of(s: Speculative) -> Value {
+        let argv = args(&spec_with(s)).unwrap();
+        serde_json::from_str(value_of(&argv, "--speculative-config").unwrap()).unwrap()
+    }
+
+    fn err_of(spec: &ServerSpec) -> String {
+        args(spec).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn plain_config_starts_with_the_positional_model() {
+        let argv = args(&test_spec(EngineKind::Vllm)).unwrap();
+        assert_eq!(
+            argv,
+            [
+                "/models/m",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "30000",
+                "--served-model-name",
+                "m",
+                "--tensor-parallel-size",
+                "1"
+            ]
+        );
+        let full = super::super::command_line(&test_spec(EngineKind::Vllm), "x").unwrap();
+        assert_eq!(&full[..3], ["vllm", "serve", "/models/m"]);
+    }
+
+    #[test]
+    fn resources_map_to_vllm_flags() {
+        let mut spec = test_spec(EngineKind::Vllm);
+        spec.tp = 8;
+        spec.mem_fraction = Some(0.9);
+        spec.max_running_requests = Some(256);
+        spec.context_length = Some(131072);
+        let argv = args(&spec).unwrap();
+        assert_eq!(value_of(&argv, "--tensor-parallel-size"), Some("8"));
+        assert_eq!(value_of(&argv, "--gpu-memory-utilization"), Some("0.9"));
+        assert_eq!(value_of(&argv, "--max-num-seqs"), Some("256"));
+        assert_eq!(value_of(&argv, "--max-model-len"), Some("131072"));
+    }
+
+    #[test]
+    fn resource_rejections_name_the_problem() {
+        let mut spec = test_spec(EngineKind::Vllm);
+        spec.tp = 0;
+        assert!(err_of(&spec).contains("tp must be at least 1"));
+        let mut spec = test_spec(EngineKind::Vllm);
+        spec.mem_fraction = Some(0.0);
+        assert!(err_of(&spec).contains("--gpu-memory-utilization"));
+        let mut spec = test_spec(EngineKind::Vllm);
+        spec.max_running_requests = Some(0);
+        assert!(err_of(&spec).contains("max_running_requests"));
+        let mut spec = test_spec(EngineKind::Vllm);
+        spec.context_length = Some(0);
+        assert!(err_of(&spec).contains("context_length"));
+    }
+
+    #[test]
+    fn eagle_family_json_round_trips() {
+        for (method, name) in [
+            (SpecMethod::Eagle, "eagle"),
+            (SpecMethod::Eagle3, "eagle3"),
+            (SpecMethod::DraftModel, "draft_model"),
+            (SpecMethod::Dflash, "dflash"),
+        ] {
+            let v = config_of(Speculative {
+                method: Some(method),
+                draft_model: Some("/models/d \"q\"".into()),
+                num_draft_tokens: Some(5),
+                topk: Some(1),
+                ..Default::default()
+            });
+            assert_eq!(
+                v,
+                json!({"method": name, "model": "/models/d \"q\"", "num_speculative_tokens": 5})
+            );
+        }
+    }
+
+    #[test]
+    fn draft_token_count_may_come_from_the_checkpoint() {
+        let v = config_of(Speculative {
+            method: Some(SpecMethod::Eagle3),
+            draft_model: Some("/d".into()),
+            ..Default::default()
+        });
+        assert_eq!(v, json!({"method": "eagle3", "model": "/d"}));
+    }
+
+    #[test]
+    fn mtp_uses_the_target_model_by_default() {
+        let v = config_of(Speculative {
+            method: Some(SpecMethod::Mtp),
+            num_draft_tokens: Some(3),
+            ..Default::default()
+        });
+        assert_eq!(v, json!({"method": "mtp", "num_speculative_tokens": 3}));
+        let msg = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Mtp),
+            ..Default::default()
+        }));
+        assert!(msg.contains("mtp method needs num_draft_tokens"), "{msg}");
+    }
+
+    #[test]
+    fn ngram_gets_lookup_defaults() {
+        let v = config_of(Speculative {
+            method: Some(SpecMethod::Ngram),
+            num_draft_tokens: Some(4),
+            ..Default::default()
+        });
+        assert_eq!(
+            v,
+            json!({"method": "ngram", "num_speculative_tokens": 4,
+                   "prompt_lookup_min": 2, "prompt_lookup_max": 4})
+        );
+        let msg = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Ngram),
+            ..Default::default()
+        }));
+        assert!(msg.contains("ngram method needs num_draft_tokens"), "{msg}");
+        let msg = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Ngram),
+            draft_model: Some("/d".into()),
+            num_draft_tokens: Some(4),
+            ..Default::default()
+        }));
+        assert!(msg.contains("takes no draft_model"), "{msg}");
+    }
+
+    #[test]
+    fn trees_and_step_counts_are_rejected() {
+        let base = Speculative {
+            method: Some(SpecMethod::Eagle),
+            draft_model: Some("/d".into()),
+            num_draft_tokens: Some(16),
+            ..Default::default()
+        };
+        let msg = err_of(&spec_with(Speculative {
+            topk: Some(8),
+            ..base.clone()
+        }));
+        assert!(msg.starts_with("vllm: ") && msg.contains("topk 8"), "{msg}");
+        let msg = err_of(&spec_with(Speculative {
+            num_steps: Some(3),
+            ..base.clone()
+        }));
+        assert!(msg.contains("no separate draft-step count"), "{msg}");
+        let msg = err_of(&spec_with(Speculative {
+            num_draft_tokens: Some(0),
+            ..base
+        }));
+        assert!(msg.contains("at least 1"), "{msg}");
+    }
+
+    #[test]
+    fn other_rejections_name_the_problem() {
+        let msg = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Dflash),
+            ..Default::default()
+        }));
+        assert!(msg.contains("dflash needs draft_model"), "{msg}");
+        let msg = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Mtp),
+            num_draft_tokens: Some(2),
+            acceptance: Some(0.5),
+            ..Default::default()
+        }));
+        assert!(msg.contains("simulator-only"), "{msg}");
+        let msg = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Ngram),
+            num_draft_tokens: Some(2),
+            llamacpp_type: Some("ngram-mod".into()),
+            ..Default::default()
+        }));
+        assert!(msg.contains("llama.cpp only"), "{msg}");
+        let msg = err_of(&spec_with(Speculative {
+            draft_model: Some("/d".into()),
+            ..Default::default()
+        }));
+        assert!(msg.contains("need a method") && msg.contains(SUPPORTED));
+        let argv = args(&spec_with(Speculative::default())).unwrap();
+        assert!(!argv.contains(&"--speculative-config".to_string()));
+    }
+
+    #[test]
+    fn every_emitted_flag_is_known() {
+        let mut spec = test_spec(EngineKind::Vllm);
+        spec.mem_fraction = Some(0.8);
+        spec.max_running_requests = Some(16);
+        spec.context_length = Some(8192);
+        spec.speculative = Some(Speculative {
+            method: Some(SpecMethod::Ngram),
+            num_draft_tokens: Some(3),
+            ..Default::default()
+        });
+        let argv = args(&spec).unwrap();
+        let flags: Vec<_> = argv.iter().filter(|a| a.starts_with('-')).collect();
+        assert_eq!(flags.len(), KNOWN_FLAGS.len());
+        for flag in flags {
+            assert!(KNOWN_FLAGS.contains(&flag.as_str()), "unknown flag {flag}");
+        }
+    }
 }

@@ -68,6 +68,76 @@ impl RequestSource for SyntheticSource {
     }
 }
 
+/// Produces the prompt text, planned token count and label for a request index.
+pub type PromptFn =
+    Box<dyn FnMut(u64) -> Result<(String, Option<u64>, Option<String>), String> + Send>;
+
+/// A request source over any prompt generator, with bodies built ahead of
+/// time so prompt construction never delays a scheduled request.
+pub struct PromptSource {
+    api: Api,
+    model: String,
+    output_tokens: u64,
+    ignore_eos: bool,
+    prompt: PromptFn,
+    ready: std::collections::HashMap<u64, PreparedRequest>,
+}
+
+impl PromptSource {
+    /// A source sending `prompt(i)` for request `i`.
+    pub fn new(
+        api: Api,
+        model: String,
+        output_tokens: u64,
+        ignore_eos: bool,
+        prompt: PromptFn,
+    ) -> Self {
+        Self {
+            api,
+            model,
+            output_tokens,
+            ignore_eos,
+            prompt,
+            ready: std::collections::HashMap::new(),
+        }
+    }
+
+    fn make(&mut self, index: u64) -> Result<PreparedRequest, String> {
+        let (text, planned, label) = (self.prompt)(index)?;
+        let body = build_body(
+            self.api,
+            &self.model,
+            PromptBody::Text(text),
+            self.output_tokens,
+            self.ignore_eos,
+        );
+        Ok(PreparedRequest {
+            body: Bytes::from(body),
+            planned_input_tokens: planned,
+            output_tokens: self.output_tokens,
+            label,
+        })
+    }
+
+    /// Build requests `0..count` now; an error names the request that failed.
+    pub fn prebuild(&mut self, count: u64) -> Result<(), String> {
+        for i in 0..count {
+            let r = self.make(i).map_err(|e| format!("request {i}: {e}"))?;
+            self.ready.insert(i, r);
+        }
+        Ok(())
+    }
+}
+
+impl RequestSource for PromptSource {
+    fn next_request(&mut self, index: u64) -> Option<PreparedRequest> {
+        if let Some(r) = self.ready.remove(&index) {
+            return Some(r);
+        }
+        self.make(index).ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,174 @@
+//! The local launcher: a child process in its own process group, output
+//! appended to `logs/<server-id>.log`, stopped with SIGTERM to the group, a
+//! grace period, then SIGKILL.
+//!
+//! The child also asks the kernel to kill it if servebench dies (even by
+//! SIGKILL), so an interrupted campaign never leaves a server behind.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::failure::{Failure, FailureClass};
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Log file (appended to).
+    pub log: PathBuf,
+    /// A header written before this launch's output.
+    pub header: String,
+}
+
+/// A running local server; dropping it kills its process group.
+pub struct LocalServer {
+    child: tokio::process::Child,
+    pgid: i32,
+    log: PathBuf,
+    log_start: u64,
+    exit: Option<std::process::ExitStatus>,
+}
+
+impl LocalServer {
+    /// Start the process; a failure to exec is a `start_failed` failure.
+    pub fn spawn(spec: &LaunchSpec) -> Result<Self, Failure> {
+        let (program, args) = spec
+            .argv
+            .split_first()
+            .ok_or_else(|| Failure::new(FailureClass::StartFailed, "empty command"))?;
+        if let Some(dir) = spec.log.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| start_failed(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&spec.log)
+            .map_err(|e| start_failed(format!("cannot open log {}: {e}", spec.log.display())))?;
+        writeln!(log, "\n===== {} =====", spec.header).map_err(|e| start_failed(e.to_string()))?;
+        let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
+        let err = log.try_clone().map_err(|e| start_failed(e.to_string()))?;
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .envs(&spec.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(err))
+            .process_group(0)
+            .kill_on_drop(false);
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| start_failed(format!("cannot start `{program}`: {e}")))?;
+        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+        Ok(Self {
+            child,
+            pgid,
+            log: spec.log.clone(),
+            log_start,
+            exit: None,
+        })
+    }
+
+    /// The process (and group) id.
+    pub fn pid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// The exit status if the process has ended.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        if self.exit.is_none() {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                self.exit = Some(s);
+            }
+        }
+        self.exit
+    }
+
+    /// This launch's log output, at most the last `max_lines` lines.
+    pub fn log_tail(&self, max_lines: usize) -> String {
+        read_tail(&self.log, self.log_start, max_lines)
+    }
+
+    /// Stop the whole group: SIGTERM, wait up to `grace`, then SIGKILL.
+    /// Returns whether SIGKILL was needed.
+    pub async fn stop(&mut self, grace: Duration) -> bool {
+        if self.exited().is_some() {
+            self.kill_group(libc::SIGKILL);
+            return false;
+        }
+        self.kill_group(libc::SIGTERM);
+        if let Ok(Ok(s)) = tokio::time::timeout(grace, self.child.wait()).await {
+            self.exit = Some(s);
+            // Children that ignored SIGTERM must not outlive their leader.
+            self.kill_group(libc::SIGKILL);
+            return false;
+        }
+        self.kill_group(libc::SIGKILL);
+        if let Ok(s) = self.child.wait().await {
+            self.exit = Some(s);
+        }
+        true
+    }
+
+    fn kill_group(&self, sig: i32) {
+        if self.pgid > 0 {
+            // SAFETY: signalling a process group we created; errors (already gone) are fine.
+            unsafe {
+                libc::kill(-self.pgid, sig);
+            }
+        }
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        self.kill_group(libc::SIGKILL);
+        let _ = self.child.start_kill();
+        let _ = self.child.try_wait();
+    }
+}
+
+fn start_failed(detail: String) -> Failure {
+    Failure::new(FailureClass::StartFailed, detail)
+}
+
+/// The last `max_lines` lines of a file from byte `from` on.
+pub fn read_tail(path: &Path, from: u64, max_lines: usize) -> String {
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    // Read at most 256 KiB: enough for any tail worth showing.
+    let start = from.max(len.saturating_sub(256 * 1024));
+    if f.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(max_lines)..].join("\n")
+}
+
+/// Describe an exit status: code or signal.
+pub fn describe_exit(s: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => "unknown exit".into(),
+    }
+}

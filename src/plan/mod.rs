@@ -1,0 +1,419 @@
+//! The plan: every cell of a campaign with a verdict (run, cached, stale,
+//! skip with a reason) and an estimated duration, grouped by server config
+//! so each server is started once. Nothing is started here.
+
+pub mod feasibility;
+pub mod filter;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::campaign::{Campaign, ServerConfig, WorkloadPoint};
+use crate::engine::{self, ServerSpec};
+use crate::load::schedule::LoadShape;
+use crate::store::identity::{cell_identity, model_config_digest};
+use crate::store::{StoreIndex, StoredCell};
+use crate::ui::table;
+use filter::Filter;
+
+/// What `run` will do with a cell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", content = "reason", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Measure it.
+    Run,
+    /// A result with the same identity is stored; reuse it.
+    Cached,
+    /// A result is stored under this name but with other settings; measure again.
+    Stale,
+    /// Cannot run; the reason says why.
+    Skip(String),
+}
+
+impl Verdict {
+    /// Whether `run` measures this cell.
+    pub fn runs(&self) -> bool {
+        matches!(self, Verdict::Run | Verdict::Stale)
+    }
+
+    /// A short label for tables.
+    pub fn label(&self) -> String {
+        match self {
+            Verdict::Run => "run".into(),
+            Verdict::Cached => "cached".into(),
+            Verdict::Stale => "stale".into(),
+            Verdict::Skip(r) => format!("skip: {r}"),
+        }
+    }
+}
+
+/// One cell in the plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedCell {
+    /// Readable name.
+    pub name: String,
+    /// Identity hash.
+    pub identity: String,
+    /// The workload point.
+    pub workload: WorkloadPoint,
+    /// Verdict.
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    /// Estimated duration, s.
+    pub eta_s: f64,
+    /// Warnings (e.g. requests will queue for KV space).
+    pub warnings: Vec<String>,
+}
+
+/// All cells of one server config.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerGroup {
+    /// The server config.
+    pub server: ServerConfig,
+    /// The normalized spec (port filled at launch).
+    pub spec: ServerSpec,
+    /// The launch command, or why the engine cannot express this config.
+    pub command: Result<Vec<String>, String>,
+    /// Memory-model figures, when the model and GPU memory are known.
+    pub memory: Option<feasibility::MemorySummary>,
+    /// Its cells.
+    pub cells: Vec<PlannedCell>,
+    /// Estimated start-up time, s (0 when nothing runs).
+    pub startup_eta_s: f64,
+}
+
+impl ServerGroup {
+    /// Estimated time for this group's runnable cells, start-up included, s.
+    pub fn eta_s(&self) -> f64 {
+        let cells: f64 = self
+            .cells
+            .iter()
+            .filter(|c| c.verdict.runs())
+            .map(|c| c.eta_s)
+            .sum();
+        if cells > 0.0 {
+            cells + self.startup_eta_s
+        } else {
+            0.0
+        }
+    }
+
+    /// Whether any cell needs the server.
+    pub fn needs_launch(&self) -> bool {
+        self.cells.iter().any(|c| c.verdict.runs())
+    }
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// Campaign name.
+    pub campaign: String,
+    /// Server groups in declaration order.
+    pub groups: Vec<ServerGroup>,
+    /// Cells left out by `--only`.
+    pub filtered_out: usize,
+    /// Stored files that could not be read.
+    pub unreadable: Vec<String>,
+}
+
+/// Options that change verdicts.
+#[derive(Debug, Clone, Default)]
+pub struct PlanOptions {
+    /// `--only` filters.
+    pub only: Vec<Filter>,
+    /// `--force`: measure everything again.
+    pub force: bool,
+    /// `--rerun-failed`: measure stored failures again.
+    pub rerun_failed: bool,
+}
+
+/// The spec of a server config (port 0 until launch).
+pub fn server_spec(c: &Campaign, s: &ServerConfig) -> ServerSpec {
+    ServerSpec {
+        engine: c.engine.kind,
+        executable: c.engine.executable.clone(),
+        model_path: c.model.path.clone(),
+        served_model_name: Some(c.model.served_name.clone()),
+        host: "127.0.0.1".into(),
+        port: 0,
+        tp: s.tp,
+        mem_fraction: s.mem_fraction,
+        max_running_requests: s.max_running_requests,
+        context_length: s.context_length,
+        speculative: s.speculative.clone(),
+        extra_args: s.args.clone(),
+        env: s.env.clone(),
+    }
+}
+
+/// Build the plan against what is stored.
+pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &str) -> Plan {
+    let digest = model_config_digest(&c.model);
+    let model_info = feasibility::load_model(c);
+    let speed = SpeedModel::from_store(c, index);
+    let mut groups = Vec::new();
+    let mut filtered_out = 0;
+    for s in &c.servers {
+        let spec = server_spec(c, s);
+        let command = engine::command_line(&spec, self_exe).map_err(|e| e.to_string());
+        let memory = feasibility::memory(c, s, model_info.as_ref());
+        let mut cells = Vec::new();
+        for w in &c.workloads {
+            if !opts.only.iter().all(|f| f.matches(s, w)) {
+                filtered_out += 1;
+                continue;
+            }
+            let identity = cell_identity(&c.engine, &c.model, digest.as_deref(), s, w);
+            let name = w.cell_name();
+            let (skip, warnings) =
+                feasibility::check(c, s, w, &command, memory.as_ref(), model_info.as_ref());
+            let verdict = match skip {
+                Some(reason) => Verdict::Skip(reason),
+                None => stored_verdict(index, &identity, &s.id, &name, opts),
+            };
+            cells.push(PlannedCell {
+                eta_s: speed.cell_s(w),
+                name,
+                identity,
+                workload: w.clone(),
+                verdict,
+                warnings,
+            });
+        }
+        if cells.is_empty() {
+            continue;
+        }
+        groups.push(ServerGroup {
+            startup_eta_s: speed.startup_s(&s.id),
+            server: s.clone(),
+            spec,
+            command,
+            memory,
+            cells,
+        });
+    }
+    Plan {
+        campaign: c.name.clone(),
+        groups,
+        filtered_out,
+        unreadable: index
+            .unreadable
+            .iter()
+            .map(|(p, e)| format!("{}: {e}", p.display()))
+            .collect(),
+    }
+}
+
+fn stored_verdict(
+    index: &StoreIndex,
+    identity: &str,
+    server: &str,
+    name: &str,
+    opts: &PlanOptions,
+) -> Verdict {
+    if let Some(stored) = index.by_identity.get(identity) {
+        let measured = stored.status.is_measured();
+        let rerun = opts.force || (opts.rerun_failed && stored.status.is_failure());
+        if measured && !rerun {
+            return Verdict::Cached;
+        }
+        return Verdict::Run;
+    }
+    match index
+        .by_location
+        .get(&(server.to_string(), name.to_string()))
+    {
+        Some(_) => Verdict::Stale,
+        None => Verdict::Run,
+    }
+}
+
+/// Duration estimates: configured guesses, scaled by what stored cells took.
+struct SpeedModel {
+    startup_guess: f64,
+    decode: f64,
+    prefill: f64,
+    startup_measured: BTreeMap<String, f64>,
+    startup_mean: Option<f64>,
+    scale: f64,
+}
+
+impl SpeedModel {
+    fn from_store(c: &Campaign, index: &StoreIndex) -> Self {
+        let mut startup_measured = BTreeMap::new();
+        let mut all = Vec::new();
+        for cell in index.by_identity.values() {
+            if let Some(s) = cell.server_run.as_ref().and_then(|r| r.startup_s) {
+                startup_measured.insert(cell.server_id.clone(), s);
+                all.push(s);
+            }
+        }
+        let mut model = Self {
+            startup_guess: c.run.startup_estimate.as_secs_f64(),
+            decode: c.run.decode_tok_s_estimate,
+            prefill: c.run.prefill_tok_s_estimate,
+            startup_measured,
+            startup_mean: (!all.is_empty()).then(|| all.iter().sum::<f64>() / all.len() as f64),
+            scale: 1.0,
+        };
+        // Compare stored cells' real durations with what the guesses predict.
+        let by_key: BTreeMap<(String, String), &StoredCell> = index
+            .by_identity
+            .values()
+            .map(|c| ((c.server_id.clone(), c.cell_name.clone()), c))
+            .collect();
+        let (mut measured, mut predicted) = (0.0, 0.0);
+        for s in &c.servers {
+            for w in &c.workloads {
+                if let Some(cell) = by_key.get(&(s.id.clone(), w.cell_name())) {
+                    if let Some(sum) = &cell.summary {
+                        measured += sum.duration_s;
+                        predicted += model.raw_cell_s(w);
+                    }
+                }
+            }
+        }
+        if measured > 0.0 && predicted > 0.0 {
+            model.scale = measured / predicted;
+        }
+        model
+    }
+
+    fn startup_s(&self, server: &str) -> f64 {
+        self.startup_measured
+            .get(server)
+            .copied()
+            .or(self.startup_mean)
+            .unwrap_or(self.startup_guess)
+    }
+
+    fn raw_cell_s(&self, w: &WorkloadPoint) -> f64 {
+        let per_request = w.input_len as f64 / self.prefill + w.output_len as f64 / self.decode;
+        let requests = w.num_requests.map(|n| n as f64);
+        let by_count = requests.map(|n| match w.load {
+            LoadShape::Concurrency { value } => {
+                ((n + w.warmup as f64) / value as f64).ceil() * per_request
+            }
+            LoadShape::Rate { value, .. } => {
+                n / value + per_request + w.warmup as f64 * per_request
+            }
+        });
+        match (by_count, w.duration_s) {
+            (Some(a), Some(d)) => a.min(d + per_request),
+            (Some(a), None) => a,
+            (None, Some(d)) => d + per_request,
+            (None, None) => per_request,
+        }
+    }
+
+    fn cell_s(&self, w: &WorkloadPoint) -> f64 {
+        self.raw_cell_s(w) * self.scale
+    }
+}
+
+/// Render the plan as a terminal table, optionally with launch commands.
+pub fn render(plan: &Plan, show_commands: bool) -> String {
+    let mut out = String::new();
+    let mut total = 0.0;
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for g in &plan.groups {
+        let eta = g.eta_s();
+        total += eta;
+        out.push_str(&format!(
+            "server {} (tp={}, {}): {} cells, ETA {}\n",
+            g.server.id,
+            g.server.tp,
+            g.server.method_name(),
+            g.cells.len(),
+            fmt_s(eta)
+        ));
+        if let Some(m) = &g.memory {
+            out.push_str(&format!("  memory: {}\n", m.line()));
+        }
+        match &g.command {
+            Ok(argv) if show_commands => {
+                out.push_str(&format!("  command: {}\n", shell_words(argv)))
+            }
+            Err(e) => out.push_str(&format!("  cannot launch: {e}\n")),
+            _ => {}
+        }
+        let rows: Vec<Vec<String>> = g
+            .cells
+            .iter()
+            .map(|c| {
+                *counts
+                    .entry(match c.verdict {
+                        Verdict::Run => "run",
+                        Verdict::Cached => "cached",
+                        Verdict::Stale => "stale",
+                        Verdict::Skip(_) => "skip",
+                    })
+                    .or_default() += 1;
+                let mut verdict = c.verdict.label();
+                if !c.warnings.is_empty() {
+                    verdict.push_str(&format!(" (warning: {})", c.warnings.join("; ")));
+                }
+                vec![
+                    format!("  {}", c.name),
+                    if c.verdict.runs() {
+                        fmt_s(c.eta_s)
+                    } else {
+                        "-".into()
+                    },
+                    verdict,
+                ]
+            })
+            .collect();
+        out.push_str(&table::render(&["  cell", "ETA", "verdict"], &rows));
+        out.push('\n');
+    }
+    let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    out.push_str(&format!(
+        "total: {} servers to launch, {}; ETA {}",
+        plan.groups.iter().filter(|g| g.needs_launch()).count(),
+        summary.join(", "),
+        fmt_s(total)
+    ));
+    if plan.filtered_out > 0 {
+        out.push_str(&format!(
+            " ({} cells left out by --only)",
+            plan.filtered_out
+        ));
+    }
+    out.push('\n');
+    for u in &plan.unreadable {
+        out.push_str(&format!("warning: unreadable stored result {u}\n"));
+    }
+    out
+}
+
+/// Seconds as `1h02m`, `3m05s` or `42s`.
+pub fn fmt_s(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Quote an argv for display as one shell line.
+pub fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

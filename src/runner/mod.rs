@@ -1,0 +1,566 @@
+//! Campaign execution: for each server config with cells to measure, launch
+//! once, wait for health, run its cells through the load driver, store each
+//! result atomically as soon as it exists, and stop the server.
+//!
+//! Failures never stop the campaign (unless `--fail-fast`): a server that
+//! cannot start fails its cells with `start_failed`/`health_timeout` and the
+//! log evidence; a server that dies mid-cell marks that cell `crashed` and
+//! its remaining cells `not_run` (or restarts once, if asked). A killed run
+//! loses at most the cell in flight; the next run resumes from the store.
+
+pub mod source;
+pub mod summary;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::campaign::Campaign;
+use crate::client::Endpoint;
+use crate::engine::{self, EngineKind};
+use crate::failure::{Failure, FailureClass};
+use crate::launcher::local::{describe_exit, LaunchSpec, LocalServer};
+use crate::launcher::wait_healthy;
+use crate::load::driver::{run_level, HttpExecutor, LevelPlan, StopCondition};
+use crate::metrics::level::{summarize, LevelSummary};
+use crate::metrics::live::LiveView;
+use crate::plan::{self, fmt_s, PlanOptions, PlannedCell, ServerGroup, Verdict};
+use crate::store::identity::METHOD_VERSION;
+use crate::store::{CellResult, CellStatus, ServerRun, Store, CELL_SCHEMA_VERSION};
+use crate::util::proc;
+
+/// Options of `servebench run`.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Verdict options (`--only`, `--force`, `--rerun-failed`).
+    pub plan: PlanOptions,
+    /// Stop at the first failed cell.
+    pub fail_fast: bool,
+    /// Print the plan and stop.
+    pub dry_run: bool,
+}
+
+/// What a run did.
+#[derive(Debug, Default)]
+pub struct RunOutcome {
+    /// Servers launched.
+    pub launches: u32,
+    /// Cells measured in this run.
+    pub measured: usize,
+    /// Cells reused from the store.
+    pub cached: usize,
+    /// Cells that ended in a failure status.
+    pub failed: usize,
+    /// Whether the run was interrupted.
+    pub interrupted: bool,
+}
+
+/// Now as RFC 3339.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// Run a campaign.
+pub async fn run_campaign(
+    c: &Campaign,
+    opts: &RunOptions,
+    cancel: CancellationToken,
+) -> anyhow::Result<RunOutcome> {
+    let store = Store::new(&c.results_dir);
+    let self_exe = std::env::current_exe()
+        .context("cannot locate the servebench executable")?
+        .display()
+        .to_string();
+    let index = store.index();
+    let plan = plan::build(c, &index, &opts.plan, &self_exe);
+    eprint!("{}", plan::render(&plan, false));
+    let mut out = RunOutcome::default();
+    if opts.dry_run {
+        return Ok(out);
+    }
+    std::fs::create_dir_all(store.root())
+        .with_context(|| format!("cannot create {}", store.root().display()))?;
+    let total_eta: f64 = plan.groups.iter().map(|g| g.eta_s()).sum();
+    let started = std::time::Instant::now();
+    for g in &plan.groups {
+        for cell in &g.cells {
+            match &cell.verdict {
+                Verdict::Cached => out.cached += 1,
+                Verdict::Skip(reason) => {
+                    let f = Failure::new(FailureClass::Suspicious, reason.clone());
+                    let mut r = base_result(c, g, cell);
+                    r.status = CellStatus::Skipped;
+                    r.failure = Some(f);
+                    store.write(&r).context("cannot write a cell result")?;
+                }
+                _ => {}
+            }
+        }
+    }
+    for g in plan.groups.iter().filter(|g| g.needs_launch()) {
+        if cancel.is_cancelled() {
+            out.interrupted = true;
+            break;
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        eprintln!(
+            "== server {} ({} cells to run; campaign ETA {} left)",
+            g.server.id,
+            g.cells.iter().filter(|c| c.verdict.runs()).count(),
+            fmt_s((total_eta - elapsed).max(0.0))
+        );
+        let stop_all = run_group(c, g, &store, &cancel, opts, &mut out).await?;
+        if stop_all {
+            break;
+        }
+    }
+    if cancel.is_cancelled() {
+        out.interrupted = true;
+    }
+    Ok(out)
+}
+
+fn base_result(c: &Campaign, g: &ServerGroup, cell: &PlannedCell) -> CellResult {
+    CellResult {
+        schema_version: CELL_SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        method_version: METHOD_VERSION,
+        campaign: c.name.clone(),
+        identity: cell.identity.clone(),
+        server_id: g.server.id.clone(),
+        cell_name: cell.name.clone(),
+        server: g.server.clone(),
+        workload: cell.workload.clone(),
+        engine: c.engine.clone(),
+        model: c.model.clone(),
+        status: CellStatus::NotRun,
+        failure: None,
+        warnings: cell.warnings.clone(),
+        started_at: now_rfc3339(),
+        finished_at: now_rfc3339(),
+        server_run: None,
+        summary: None,
+        telemetry: None,
+        definitions: crate::metrics::definitions()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    }
+}
+
+/// A launched (or external) server for one group.
+struct Running {
+    local: Option<LocalServer>,
+    url: String,
+    run: ServerRun,
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn launch(
+    c: &Campaign,
+    g: &ServerGroup,
+    store: &Store,
+    launch_no: u32,
+    cancel: &CancellationToken,
+) -> Result<Running, (Failure, ServerRun)> {
+    let (log_path, log_rel) = store.log_path(&g.server.id);
+    let mut run = ServerRun {
+        log: log_rel,
+        launch: launch_no,
+        ..Default::default()
+    };
+    if c.engine.kind == EngineKind::Openai {
+        let url = c.engine.url.clone().unwrap_or_default();
+        run.url = url.clone();
+        return Ok(Running {
+            local: None,
+            url,
+            run,
+        });
+    }
+    let port = free_port().map_err(|e| {
+        (
+            Failure::new(FailureClass::StartFailed, format!("no free port: {e}")),
+            run.clone(),
+        )
+    })?;
+    let mut spec = g.spec.clone();
+    spec.port = port;
+    let self_exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let argv = engine::command_line(&spec, &self_exe).map_err(|e| {
+        (
+            Failure::new(FailureClass::StartFailed, e.to_string()),
+            run.clone(),
+        )
+    })?;
+    let mut env = spec.env.clone();
+    if !c.hardware.gpus.is_empty() {
+        let gpus: Vec<u32> = c
+            .hardware
+            .gpus
+            .iter()
+            .copied()
+            .take(g.server.tp as usize)
+            .collect();
+        env.insert(
+            "CUDA_VISIBLE_DEVICES".into(),
+            gpus.iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        run.gpus = gpus;
+    }
+    run.command = argv.clone();
+    run.url = format!("http://127.0.0.1:{port}");
+    let header = format!(
+        "{} launch {} of {}: {}",
+        now_rfc3339(),
+        launch_no,
+        g.server.id,
+        plan::shell_words(&argv)
+    );
+    let mut server = LocalServer::spawn(&LaunchSpec {
+        argv,
+        env,
+        log: log_path,
+        header,
+    })
+    .map_err(|f| (f, run.clone()))?;
+    let endpoint =
+        Endpoint::new(&run.url, crate::client::openai::Api::Completions).map_err(|e| {
+            (
+                Failure::new(FailureClass::StartFailed, e.to_string()),
+                run.clone(),
+            )
+        })?;
+    let health = wait_healthy(
+        &endpoint,
+        c.engine.kind.health_path(),
+        c.run.health_timeout,
+        cancel,
+        || server.exited().map(describe_exit),
+    )
+    .await;
+    match health {
+        Ok(d) => {
+            run.startup_s = Some(d.as_secs_f64());
+            eprintln!(
+                "   {} healthy after {:.1}s on {} (pid {})",
+                g.server.id,
+                d.as_secs_f64(),
+                run.url,
+                server.pid()
+            );
+            Ok(Running {
+                local: Some(server),
+                url: run.url.clone(),
+                run,
+            })
+        }
+        Err(f) => {
+            server.stop(c.run.grace_period).await;
+            let f = f.with_log(&server.log_tail(40));
+            Err((f, run))
+        }
+    }
+}
+
+/// Run one server group; returns whether the whole campaign must stop.
+async fn run_group(
+    c: &Campaign,
+    g: &ServerGroup,
+    store: &Store,
+    cancel: &CancellationToken,
+    opts: &RunOptions,
+    out: &mut RunOutcome,
+) -> anyhow::Result<bool> {
+    let cells: Vec<&PlannedCell> = g.cells.iter().filter(|c| c.verdict.runs()).collect();
+    let mut launch_no = 1;
+    let mut retried = false;
+    let mut i = 0;
+    'launches: while i < cells.len() {
+        let mut running = match launch(c, g, store, launch_no, cancel).await {
+            Ok(r) => r,
+            Err((failure, run)) => {
+                if cancel.is_cancelled() {
+                    return Ok(true);
+                }
+                if c.engine.kind.launches() {
+                    out.launches += 1;
+                }
+                eprintln!(
+                    "   {} failed to start: {} ({})",
+                    g.server.id, failure.class, failure.detail
+                );
+                for cell in &cells[i..] {
+                    let mut r = base_result(c, g, cell);
+                    r.status = CellStatus::Failed;
+                    r.failure = Some(failure.clone());
+                    r.server_run = Some(run.clone());
+                    store.write(&r)?;
+                    out.failed += 1;
+                }
+                return Ok(opts.fail_fast);
+            }
+        };
+        if c.engine.kind.launches() {
+            out.launches += 1;
+        }
+        while i < cells.len() {
+            let cell = cells[i];
+            if cancel.is_cancelled() {
+                break 'launches;
+            }
+            let mut r = base_result(c, g, cell);
+            r.server_run = Some(running.run.clone());
+            eprintln!("   [{}] {} ...", g.server.id, cell.name);
+            let measured = measure(c, cell, &running.url, cancel).await;
+            r.finished_at = now_rfc3339();
+            if cancel.is_cancelled() {
+                // The cell in flight is lost by design; nothing partial is stored.
+                break 'launches;
+            }
+            let crashed = running.local.as_mut().and_then(|s| s.exited());
+            match (measured, crashed) {
+                (_, Some(status)) => {
+                    let tail = running
+                        .local
+                        .as_ref()
+                        .map(|s| s.log_tail(60))
+                        .unwrap_or_default();
+                    let f = Failure::new(
+                        FailureClass::Crashed,
+                        format!("server died during this cell ({})", describe_exit(status)),
+                    )
+                    .with_log(&tail);
+                    eprintln!("   [{}] {} crashed: {}", g.server.id, cell.name, f.detail);
+                    r.status = CellStatus::Failed;
+                    r.failure = Some(f.clone());
+                    store.write(&r)?;
+                    out.failed += 1;
+                    out.measured += 1;
+                    i += 1;
+                    if let Some(mut s) = running.local.take() {
+                        s.stop(c.run.grace_period).await;
+                    }
+                    if c.run.retry_after_crash && !retried && i < cells.len() {
+                        retried = true;
+                        launch_no += 1;
+                        eprintln!("   restarting {} once after the crash", g.server.id);
+                        continue 'launches;
+                    }
+                    for rest in &cells[i..] {
+                        let mut nr = base_result(c, g, rest);
+                        nr.server_run = Some(running.run.clone());
+                        nr.failure = Some(Failure::new(
+                            FailureClass::Crashed,
+                            format!("not run: the server crashed during cell {}", cell.name),
+                        ));
+                        store.write(&nr)?;
+                        out.failed += 1;
+                    }
+                    return Ok(opts.fail_fast);
+                }
+                (Err(e), None) => {
+                    r.status = CellStatus::Failed;
+                    r.failure = Some(Failure::new(FailureClass::Suspicious, e));
+                }
+                (Ok(summary), None) => {
+                    let (status, failure, warnings) = judge(&summary, g);
+                    r.status = status;
+                    r.failure = failure;
+                    r.warnings.extend(warnings);
+                    r.summary = Some(summary);
+                }
+            }
+            let failed = r.status.is_failure();
+            print_cell_line(&r);
+            store.write(&r)?;
+            out.measured += 1;
+            if failed {
+                out.failed += 1;
+                if opts.fail_fast {
+                    if let Some(mut s) = running.local.take() {
+                        s.stop(c.run.grace_period).await;
+                    }
+                    return Ok(true);
+                }
+            }
+            i += 1;
+        }
+        if let Some(mut s) = running.local.take() {
+            let killed = s.stop(c.run.grace_period).await;
+            if killed {
+                eprintln!(
+                    "   {} ignored SIGTERM for {:.0}s and was killed",
+                    g.server.id,
+                    c.run.grace_period.as_secs_f64()
+                );
+            }
+        }
+        return Ok(false);
+    }
+    Ok(cancel.is_cancelled())
+}
+
+fn print_cell_line(r: &CellResult) {
+    let s = r.summary.as_ref();
+    let p50 = |v: Option<crate::metrics::stats::Stats>| {
+        v.map(|s| format!("{:.1}", s.p50))
+            .unwrap_or_else(|| "-".into())
+    };
+    eprintln!(
+        "   [{}] {}: {} — {} ok / {} failed, {:.1} out tok/s, TTFT p50 {} ms, TPOT p50 {} ms{}",
+        r.server_id,
+        r.cell_name,
+        r.status.as_str(),
+        s.map(|s| s.completed).unwrap_or(0),
+        s.map(|s| s.failed).unwrap_or(0),
+        s.map(|s| s.output_throughput_tok_s).unwrap_or(0.0),
+        p50(s.and_then(|s| s.ttft_ms)),
+        p50(s.and_then(|s| s.tpot_ms)),
+        r.failure
+            .as_ref()
+            .map(|f| format!(
+                " ({}: {})",
+                f.class,
+                crate::failure::truncate(&f.detail, 160)
+            ))
+            .unwrap_or_default()
+    );
+}
+
+/// Decide a measured cell's status from its summary.
+fn judge(s: &LevelSummary, g: &ServerGroup) -> (CellStatus, Option<Failure>, Vec<String>) {
+    let mut warnings = s.client.warnings.clone();
+    if s.completed == 0 {
+        let (class, n) = s
+            .failures_by_class
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(k, n)| (k.clone(), *n))
+            .unwrap_or(("protocol".into(), 0));
+        let example = s
+            .requests
+            .iter()
+            .find_map(|r| r.failure.clone())
+            .unwrap_or_else(|| Failure::new(FailureClass::Protocol, "no request completed"));
+        let mut f = example;
+        f.detail = format!(
+            "all {} requests failed ({class} ×{n}); first: {}",
+            s.failed, f.detail
+        );
+        return (CellStatus::Failed, Some(f), warnings);
+    }
+    let short: Vec<&crate::client::record::RequestRecord> = s
+        .requests
+        .iter()
+        .filter(|r| r.is_ok())
+        .filter(
+            |r| matches!((r.output_tokens, r.requested_output_tokens), (Some(o), Some(q)) if o < q),
+        )
+        .collect();
+    let mut suspicious = Vec::new();
+    if !short.is_empty() {
+        suspicious.push(format!(
+            "{} of {} completed requests returned fewer output tokens than asked (e.g. {} of {})",
+            short.len(),
+            s.completed,
+            short[0].output_tokens.unwrap_or(0),
+            short[0].requested_output_tokens.unwrap_or(0)
+        ));
+    }
+    if g.server.speculative.is_some() {
+        if let (Some(d), Some(0)) = (s.draft_tokens, s.accepted_draft_tokens) {
+            if d > 0 {
+                suspicious.push(format!(
+                    "speculative decoding proposed {d} draft tokens and accepted none"
+                ));
+            }
+        }
+    }
+    if !suspicious.is_empty() {
+        let f = Failure::new(FailureClass::Suspicious, suspicious.join("; "));
+        warnings.extend(suspicious);
+        return (CellStatus::Suspicious, Some(f), warnings);
+    }
+    if s.failed > 0 {
+        let classes: Vec<String> = s
+            .failures_by_class
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        warnings.push(format!(
+            "{} of {} requests failed ({})",
+            s.failed,
+            s.failed + s.completed,
+            classes.join(", ")
+        ));
+        return (CellStatus::Partial, None, warnings);
+    }
+    (CellStatus::Ok, None, warnings)
+}
+
+/// Run one cell's load against `url`.
+async fn measure(
+    c: &Campaign,
+    cell: &PlannedCell,
+    url: &str,
+    cancel: &CancellationToken,
+) -> Result<LevelSummary, String> {
+    let w = &cell.workload;
+    let endpoint = Endpoint::new(url, w.api).map_err(|e| e.to_string())?;
+    let mut src = source::for_workload(c, w, url).await?;
+    let count = w.num_requests.map(|n| n + w.warmup);
+    if let Some(n) = count.filter(|n| *n <= 100_000) {
+        src.prebuild(n)?;
+    }
+    let executor = Arc::new(HttpExecutor {
+        endpoint,
+        request_timeout: c.run.request_timeout,
+    });
+    let live = Arc::new(LiveView::default());
+    let progress = crate::ui::LevelProgress::start(
+        format!("   {}", cell.name),
+        w.num_requests,
+        w.duration_s.map(Duration::from_secs_f64),
+        live.clone(),
+    );
+    let cpu0 = proc::cpu_seconds();
+    let run = run_level(
+        LevelPlan {
+            shape: w.load,
+            stop: StopCondition {
+                max_requests: w.num_requests,
+                max_duration: w.duration_s.map(Duration::from_secs_f64),
+            },
+            warmup: w.warmup,
+            seed: w.seed,
+        },
+        executor,
+        Box::new(src),
+        live,
+        cancel.clone(),
+    )
+    .await;
+    progress.finish().await;
+    let run = run?;
+    let threads = tokio::runtime::Handle::current().metrics().num_workers();
+    Ok(summarize(
+        w.load,
+        run,
+        &w.slos,
+        proc::cpu_seconds() - cpu0,
+        threads,
+    ))
+}

@@ -1,0 +1,162 @@
+//! Cell identity: a stable hash of every setting that can change a number.
+//!
+//! The input is canonical JSON (object keys sorted at every level), so key
+//! order in the campaign file, comments and the server's id do not matter,
+//! while any value that reaches the engine or the load generator does.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::campaign::resolve::{EngineSpec, ModelSpec};
+use crate::campaign::{ServerConfig, WorkloadPoint};
+
+/// Version of the measurement method; bump when a change alters numbers.
+pub const METHOD_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct IdentityInput<'a> {
+    method_version: u32,
+    engine: &'a EngineSpec,
+    model_path: &'a str,
+    served_name: &'a str,
+    model_config_digest: Option<&'a str>,
+    server: serde_json::Value,
+    workload: &'a WorkloadPoint,
+}
+
+/// Digest of the model's config.json, when it is on disk.
+pub fn model_config_digest(model: &ModelSpec) -> Option<String> {
+    let p = model.config.as_ref()?;
+    let file = if p.is_dir() {
+        p.join("config.json")
+    } else {
+        p.clone()
+    };
+    let bytes = std::fs::read(file).ok()?;
+    Some(hex(&Sha256::digest(&bytes))[..16].to_string())
+}
+
+/// The identity of one cell.
+pub fn cell_identity(
+    engine: &EngineSpec,
+    model: &ModelSpec,
+    config_digest: Option<&str>,
+    server: &ServerConfig,
+    workload: &WorkloadPoint,
+) -> String {
+    let mut server_value = serde_json::to_value(server).expect("server config serializes");
+    if let Some(obj) = server_value.as_object_mut() {
+        obj.remove("id");
+    }
+    let input = IdentityInput {
+        method_version: METHOD_VERSION,
+        engine,
+        model_path: &model.path,
+        served_name: &model.served_name,
+        model_config_digest: config_digest,
+        server: server_value,
+        workload,
+    };
+    let value = serde_json::to_value(&input).expect("identity input serializes");
+    let mut canonical = String::new();
+    write_canonical(&value, &mut canonical);
+    hex(&Sha256::digest(canonical.as_bytes()))[..32].to_string()
+}
+
+fn write_canonical(v: &serde_json::Value, out: &mut String) {
+    match v {
+        serde_json::Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::Value::String((*k).clone()).to_string());
+                out.push(':');
+                write_canonical(&map[*k], out);
+            }
+            out.push('}');
+        }
+        serde_json::Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::campaign::{parse, resolve};
+    use std::path::Path;
+
+    fn ids(text: &str) -> Vec<(String, String)> {
+        let (raw, src) = parse(Path::new("c.toml"), text).unwrap();
+        let c = resolve(raw, &src).unwrap();
+        let mut out = Vec::new();
+        for s in &c.servers {
+            for w in &c.workloads {
+                out.push((s.id.clone(), cell_identity(&c.engine, &c.model, None, s, w)));
+            }
+        }
+        out
+    }
+
+    const BASE: &str = r#"
+[campaign]
+name = "t"
+[model]
+path = "m"
+[engine]
+kind = "sim"
+[[server]]
+id = "a"
+max_running_requests = 8
+[[server]]
+id = "b"
+context_length = 4096
+[[workload]]
+name = "w"
+concurrency = [1, 2]
+num_requests = 4
+"#;
+
+    #[test]
+    fn cosmetic_changes_keep_identity_and_settings_change_it() {
+        let base = ids(BASE);
+        assert_eq!(base.len(), 4);
+        // Comments, key order and server renames do not matter.
+        let cosmetic = BASE
+            .replace(
+                "[[workload]]\nname = \"w\"\nconcurrency = [1, 2]\nnum_requests = 4",
+                "# sweep\n[[workload]]\nnum_requests = 4\nname = \"w\"\nconcurrency = [1, 2]",
+            )
+            .replace("id = \"a\"", "id = \"renamed\"");
+        let c = ids(&cosmetic);
+        assert_eq!(
+            c.iter().map(|x| &x.1).collect::<Vec<_>>(),
+            base.iter().map(|x| &x.1).collect::<Vec<_>>()
+        );
+        // One server parameter changes only that server's cells.
+        let changed = ids(&BASE.replace("max_running_requests = 8", "max_running_requests = 16"));
+        assert_ne!(changed[0].1, base[0].1);
+        assert_ne!(changed[1].1, base[1].1);
+        assert_eq!(changed[2..], base[2..]);
+        // Workload settings change every cell.
+        let w = ids(&BASE.replace("num_requests = 4", "num_requests = 5"));
+        assert!(w.iter().zip(&base).all(|(a, b)| a.1 != b.1));
+    }
+}

@@ -1,0 +1,283 @@
+//! The results directory: one JSON file per cell, written atomically, and
+//! the index that tells `plan` and `run` what is already measured.
+//!
+//! Layout under `<results_dir>/<campaign>/`:
+//! - `cells/<server-id>/<cell-name>.json` — one [`CellResult`] per cell;
+//! - `logs/<server-id>.log` — the server's output, one section per launch.
+//!
+//! A cell's identity is a hash of everything that can change its numbers;
+//! files are found by identity, so renaming a server id reuses its results,
+//! while changing a setting makes them stale (kept on disk, never reused).
+
+pub mod identity;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::campaign::resolve::{EngineSpec, ModelSpec};
+use crate::campaign::{ServerConfig, WorkloadPoint};
+use crate::failure::Failure;
+use crate::metrics::level::LevelSummary;
+use crate::util::fsx;
+
+/// Version of the cell result layout.
+pub const CELL_SCHEMA_VERSION: u32 = 1;
+
+/// What became of a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellStatus {
+    /// Every request completed.
+    Ok,
+    /// Some requests failed; numbers come from the completed ones.
+    Partial,
+    /// No usable measurement; see `failure`.
+    Failed,
+    /// Ran, but the numbers are not believable; see `warnings`.
+    Suspicious,
+    /// Never ran because its server failed earlier; will run next time.
+    NotRun,
+    /// Refused by the plan; see `failure.detail` for the reason.
+    Skipped,
+}
+
+impl CellStatus {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellStatus::Ok => "ok",
+            CellStatus::Partial => "partial",
+            CellStatus::Failed => "failed",
+            CellStatus::Suspicious => "suspicious",
+            CellStatus::NotRun => "not_run",
+            CellStatus::Skipped => "skipped",
+        }
+    }
+
+    /// Whether a stored result with this status counts as measured.
+    pub fn is_measured(self) -> bool {
+        !matches!(self, CellStatus::NotRun | CellStatus::Skipped)
+    }
+
+    /// Whether this status is a failure for exit codes and `--rerun-failed`.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            CellStatus::Failed | CellStatus::Partial | CellStatus::Suspicious | CellStatus::NotRun
+        )
+    }
+}
+
+/// How the cell's server was run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerRun {
+    /// The argv that started it (empty for external endpoints).
+    pub command: Vec<String>,
+    /// Base URL requests went to.
+    pub url: String,
+    /// GPUs assigned (`CUDA_VISIBLE_DEVICES`).
+    pub gpus: Vec<u32>,
+    /// Log file, relative to the campaign's results directory.
+    pub log: String,
+    /// Launch start → healthy, s.
+    pub startup_s: Option<f64>,
+    /// Which launch of this server in the run (1 = first; 2 after a crash retry).
+    pub launch: u32,
+    /// Other servers' cells that ran at the same time (parallel runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub concurrent_with: Vec<String>,
+}
+
+/// One stored cell result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellResult {
+    /// Layout version.
+    pub schema_version: u32,
+    /// servebench version that wrote it.
+    pub tool_version: String,
+    /// Measurement-method version included in the identity.
+    pub method_version: u32,
+    /// Campaign name.
+    pub campaign: String,
+    /// Identity hash of every setting that can change the numbers.
+    pub identity: String,
+    /// Server id.
+    pub server_id: String,
+    /// Readable cell name.
+    pub cell_name: String,
+    /// The server config.
+    pub server: ServerConfig,
+    /// The workload point.
+    pub workload: WorkloadPoint,
+    /// The engine.
+    pub engine: EngineSpec,
+    /// The model.
+    pub model: ModelSpec,
+    /// Outcome.
+    pub status: CellStatus,
+    /// Cell-level failure (start-up, crash, or the dominant request failure).
+    pub failure: Option<Failure>,
+    /// Reasons to doubt the numbers.
+    pub warnings: Vec<String>,
+    /// RFC 3339 times.
+    pub started_at: String,
+    /// RFC 3339 times.
+    pub finished_at: String,
+    /// How the server was run.
+    pub server_run: Option<ServerRun>,
+    /// The measurement, with every raw request record.
+    pub summary: Option<LevelSummary>,
+    /// Engine telemetry for the cell (metrics deltas, log facts, GPU samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<serde_json::Value>,
+    /// One sentence per metric.
+    pub definitions: BTreeMap<String, String>,
+}
+
+/// The fields of a stored cell needed for planning (raw records skipped).
+#[derive(Debug, Clone, Deserialize)]
+pub struct StoredCell {
+    /// Identity hash.
+    pub identity: String,
+    /// Server id when stored.
+    pub server_id: String,
+    /// Cell name when stored.
+    pub cell_name: String,
+    /// Outcome.
+    pub status: CellStatus,
+    /// Start-up time of its server.
+    #[serde(default)]
+    pub server_run: Option<ServerRunLite>,
+    /// Wall time of the measured level, s.
+    #[serde(default)]
+    pub summary: Option<SummaryLite>,
+}
+
+/// Start-up time of a stored cell's server.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ServerRunLite {
+    /// Launch → healthy, s.
+    #[serde(default)]
+    pub startup_s: Option<f64>,
+}
+
+/// Duration of a stored cell's level.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SummaryLite {
+    /// Level wall time, s.
+    pub duration_s: f64,
+}
+
+/// Where a campaign's results live.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+/// What is stored, by identity and by location.
+#[derive(Debug, Default)]
+pub struct StoreIndex {
+    /// Stored cells by identity.
+    pub by_identity: HashMap<String, StoredCell>,
+    /// Identity stored at `(server_id, cell_name)`.
+    pub by_location: HashMap<(String, String), String>,
+    /// Files that could not be read as results (name, reason).
+    pub unreadable: Vec<(PathBuf, String)>,
+}
+
+impl Store {
+    /// A store rooted at a campaign's results directory.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The campaign's results directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Path of a cell's result file.
+    pub fn cell_path(&self, server_id: &str, cell_name: &str) -> PathBuf {
+        self.root
+            .join("cells")
+            .join(server_id)
+            .join(format!("{cell_name}.json"))
+    }
+
+    /// Path of a server's log, and the same relative to the root.
+    pub fn log_path(&self, server_id: &str) -> (PathBuf, String) {
+        let rel = format!("logs/{server_id}.log");
+        (self.root.join(&rel), rel)
+    }
+
+    /// Write a cell result atomically.
+    pub fn write(&self, cell: &CellResult) -> std::io::Result<PathBuf> {
+        let path = self.cell_path(&cell.server_id, &cell.cell_name);
+        let bytes = serde_json::to_vec(cell).map_err(std::io::Error::other)?;
+        fsx::write_atomic(&path, &bytes)?;
+        Ok(path)
+    }
+
+    /// Every stored cell result file.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let Ok(servers) = std::fs::read_dir(self.root.join("cells")) else {
+            return out;
+        };
+        for s in servers.flatten() {
+            let Ok(cells) = std::fs::read_dir(s.path()) else {
+                continue;
+            };
+            for c in cells.flatten() {
+                let p = c.path();
+                let name = c.file_name();
+                let name = name.to_string_lossy();
+                // Temporary files of an interrupted atomic write are not results.
+                if name.ends_with(".json") && !name.starts_with('.') {
+                    out.push(p);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Read the planning view of every stored cell.
+    pub fn index(&self) -> StoreIndex {
+        let mut idx = StoreIndex::default();
+        for p in self.files() {
+            let parsed = std::fs::read(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<StoredCell>(&b).map_err(|e| e.to_string()));
+            match parsed {
+                Ok(c) => {
+                    idx.by_location.insert(
+                        (c.server_id.clone(), c.cell_name.clone()),
+                        c.identity.clone(),
+                    );
+                    idx.by_identity.insert(c.identity.clone(), c);
+                }
+                Err(e) => idx.unreadable.push((p, e)),
+            }
+        }
+        idx
+    }
+
+    /// Read every full cell result (for reports).
+    pub fn load_all(&self) -> (Vec<CellResult>, Vec<(PathBuf, String)>) {
+        let mut ok = Vec::new();
+        let mut bad = Vec::new();
+        for p in self.files() {
+            match std::fs::read(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<CellResult>(&b).map_err(|e| e.to_string()))
+            {
+                Ok(c) => ok.push(c),
+                Err(e) => bad.push((p, e)),
+            }
+        }
+        (ok, bad)
+    }
+}
