@@ -27,6 +27,8 @@ pub enum FailureClass {
     Connection,
     /// It ran, but the numbers are not believable.
     Suspicious,
+    /// The requests could not be built (prompt source, tokenizer, dataset).
+    Workload,
 }
 
 impl FailureClass {
@@ -42,6 +44,7 @@ impl FailureClass {
             Self::Protocol => "protocol",
             Self::Connection => "connection",
             Self::Suspicious => "suspicious",
+            Self::Workload => "workload",
         }
     }
 }

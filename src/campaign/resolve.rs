@@ -151,10 +151,11 @@ impl WorkloadPoint {
             LoadShape::Concurrency { value } => format!("c{value}"),
             LoadShape::Rate { value, .. } => format!("rate{value}"),
         };
-        let mut name = format!(
-            "{}-in{}-out{}-{load}",
-            self.workload, self.input_len, self.output_len
-        );
+        let input = match self.source {
+            PromptSource::Synthetic => format!("in{}", self.input_len),
+            PromptSource::PromptKinds { .. } => "kinds".to_string(),
+        };
+        let mut name = format!("{}-{input}-out{}-{load}", self.workload, self.output_len);
         if self.repetition > 0 {
             name.push_str(&format!("-rep{}", self.repetition));
         }
@@ -315,8 +316,14 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     let model = ModelSpec {
         served_name: raw.model.name.clone().unwrap_or_else(|| model_path.clone()),
         path: model_path,
-        config: raw.model.config.as_deref().map(|p| relative(&base, p)),
-        tokenizer: raw.model.tokenizer.as_deref().map(|p| relative(&base, p)),
+        config: match raw.model.config.as_deref() {
+            Some(p) => Some(relative(&base, &expand_env(src, 0, p)?)),
+            None => None,
+        },
+        tokenizer: match raw.model.tokenizer.as_deref() {
+            Some(p) => Some(relative(&base, &expand_env(src, 0, p)?)),
+            None => None,
+        },
     };
     let engine = EngineSpec {
         kind: raw.engine.kind,
@@ -455,7 +462,8 @@ fn merge_server(
     }
 }
 
-fn check_server(src: &Source, at: usize, s: &ServerConfig) -> Result<(), CampaignError> {
+fn check_server(src: &Source, at: usize, s: &mut ServerConfig) -> Result<(), CampaignError> {
+    expand_server_env(src, at, s)?;
     if s.id.is_empty()
         || !s
             .id
@@ -500,6 +508,21 @@ fn check_server(src: &Source, at: usize, s: &ServerConfig) -> Result<(), Campaig
     Ok(())
 }
 
+/// Expand environment references in a server's flags and draft model path.
+fn expand_server_env(src: &Source, at: usize, s: &mut ServerConfig) -> Result<(), CampaignError> {
+    for a in &mut s.args {
+        *a = expand_env(src, at, a)?;
+    }
+    if let Some(d) = s
+        .speculative
+        .as_mut()
+        .and_then(|sp| sp.draft_model.as_mut())
+    {
+        *d = expand_env(src, at, d)?;
+    }
+    Ok(())
+}
+
 fn expand_servers(raw: &RawCampaign, src: &Source) -> Result<Vec<ServerConfig>, CampaignError> {
     let mut out: Vec<(ServerConfig, usize)> = Vec::new();
     for s in &raw.servers {
@@ -507,8 +530,8 @@ fn expand_servers(raw: &RawCampaign, src: &Source) -> Result<Vec<ServerConfig>, 
         if s.id.is_none() {
             return Err(src.error_at(0, "every [[server]] needs an `id`"));
         }
-        let cfg = merge_server(raw, s, &[], &BTreeMap::new());
-        check_server(src, at, &cfg)?;
+        let mut cfg = merge_server(raw, s, &[], &BTreeMap::new());
+        check_server(src, at, &mut cfg)?;
         out.push((cfg, at));
     }
     for m in &raw.matrix {
@@ -585,7 +608,7 @@ fn expand_servers(raw: &RawCampaign, src: &Source) -> Result<Vec<ServerConfig>, 
                                 cfg.speculative = spec;
                                 cfg.id = render_id(m.id.get_ref(), &cfg)
                                     .map_err(|e| src.error(&m.id, e))?;
-                                check_server(src, at, &cfg)?;
+                                check_server(src, at, &mut cfg)?;
                                 out.push((cfg, at));
                             }
                         }
@@ -595,7 +618,7 @@ fn expand_servers(raw: &RawCampaign, src: &Source) -> Result<Vec<ServerConfig>, 
         }
     }
     if out.is_empty() {
-        let cfg = merge_server(
+        let mut cfg = merge_server(
             raw,
             &RawServer {
                 id: Some(Spanned::new(0..0, "default".into())),
@@ -604,7 +627,7 @@ fn expand_servers(raw: &RawCampaign, src: &Source) -> Result<Vec<ServerConfig>, 
             &[],
             &BTreeMap::new(),
         );
-        check_server(src, 0, &cfg)?;
+        check_server(src, 0, &mut cfg)?;
         out.push((cfg, 0));
     }
     let mut seen = BTreeSet::new();
@@ -675,58 +698,59 @@ fn expand_workloads(
                 "workload names may only use letters, digits, `-`, `_` and `.`",
             ));
         }
-        let loads: Vec<LoadShape> =
-            match (&w.concurrency, &w.rate) {
-                (Some(c), None) => {
-                    let v = c.to_vec();
-                    if v.contains(&0) {
-                        return Err(src.error(
-                            &w.name,
-                            format!("workload `{name}`: concurrency must be at least 1"),
-                        ));
-                    }
-                    v.into_iter()
-                        .map(|value| LoadShape::Concurrency { value })
-                        .collect()
-                }
-                (None, Some(r)) => {
-                    let burstiness = w.burstiness.unwrap_or(1.0);
-                    if burstiness <= 0.0 || burstiness.is_nan() {
-                        return Err(src.error(
-                            &w.name,
-                            format!("workload `{name}`: burstiness must be positive"),
-                        ));
-                    }
-                    let mut v = Vec::new();
-                    for value in r.to_vec() {
-                        if !(value > 0.0 && value.is_finite()) {
-                            return Err(src.error(
-                                &w.name,
-                                format!("workload `{name}`: rates must be positive, got {value}"),
-                            ));
-                        }
-                        v.push(LoadShape::Rate {
-                            value,
-                            arrival: w.arrival.unwrap_or(Arrival::Poisson),
-                            burstiness,
-                            max_concurrency: w.max_concurrency,
-                        });
-                    }
-                    v
-                }
-                (Some(_), Some(_)) => {
+        let loads: Vec<LoadShape> = match (&w.concurrency, &w.rate) {
+            (Some(c), None) => {
+                let v = c.to_vec();
+                if v.contains(&0) {
                     return Err(src.error(
                         &w.name,
-                        format!("workload `{name}`: give `concurrency` or `rate`, not both"),
-                    ))
+                        format!("workload `{name}`: concurrency must be at least 1"),
+                    ));
                 }
-                (None, None) => return Err(src.error(
+                v.into_iter()
+                    .map(|value| LoadShape::Concurrency { value })
+                    .collect()
+            }
+            (None, Some(r)) => {
+                let burstiness = w.burstiness.unwrap_or(1.0);
+                if burstiness <= 0.0 || burstiness.is_nan() {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: burstiness must be positive"),
+                    ));
+                }
+                let mut v = Vec::new();
+                for value in r.to_vec() {
+                    if !(value > 0.0 && value.is_finite()) {
+                        return Err(src.error(
+                            &w.name,
+                            format!("workload `{name}`: rates must be positive, got {value}"),
+                        ));
+                    }
+                    v.push(LoadShape::Rate {
+                        value,
+                        arrival: w.arrival.unwrap_or(Arrival::Poisson),
+                        burstiness,
+                        max_concurrency: w.max_concurrency,
+                    });
+                }
+                v
+            }
+            (Some(_), Some(_)) => {
+                return Err(src.error(
+                    &w.name,
+                    format!("workload `{name}`: give `concurrency` or `rate`, not both"),
+                ))
+            }
+            (None, None) => {
+                return Err(src.error(
                     &w.name,
                     format!(
                         "workload `{name}`: give `concurrency` (closed loop) or `rate` (open loop)"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         let duration_s = match &w.duration {
             None => None,
             Some(d) => Some(
@@ -766,11 +790,14 @@ fn expand_workloads(
                 }
             }
         };
-        let inputs = w
-            .input_len
-            .as_ref()
-            .map(OneOrMany::to_vec)
-            .unwrap_or_else(|| vec![128]);
+        let inputs = match (&source, &w.input_len) {
+            (PromptSource::PromptKinds { .. }, Some(_)) => {
+                return Err(src.error(&w.name, format!("workload `{name}`: `input_len` does not apply to `prompt_kinds` (their prompts have their natural length)")))
+            }
+            // Built-in prompts are short; 0 keeps the ETA and context checks honest.
+            (PromptSource::PromptKinds { .. }, None) => vec![0],
+            (PromptSource::Synthetic, l) => l.as_ref().map(OneOrMany::to_vec).unwrap_or_else(|| vec![128]),
+        };
         let outputs = w
             .output_len
             .as_ref()

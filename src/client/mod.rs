@@ -169,13 +169,23 @@ impl Endpoint {
     }
 
     async fn stream_inner(&self, body: Bytes, sent: Instant, rec: &mut RequestRecord) -> Outcome {
-        let req = match json_request(self.uri.clone(), body) {
-            Ok(r) => r,
-            Err(f) => return Outcome::Failed(f),
-        };
-        let resp = match self.client.request(req).await {
-            Ok(r) => r,
-            Err(e) => return Outcome::Failed(connect_failure(e)),
+        let mut attempt = 0;
+        let resp = loop {
+            let req = match json_request(self.uri.clone(), body.clone()) {
+                Ok(r) => r,
+                Err(f) => return Outcome::Failed(f),
+            };
+            match self.client.request(req).await {
+                Ok(r) => break r,
+                // A kept-alive connection the server closed just as we reused it
+                // (llama.cpp closes after a fixed number of requests): nothing was
+                // answered, so sending again on a fresh connection is safe.
+                Err(e) if attempt == 0 && !e.is_connect() && rec.chunks.is_empty() => {
+                    attempt += 1;
+                    rec.retries += 1;
+                }
+                Err(e) => return Outcome::Failed(connect_failure(e)),
+            }
         };
         let status = resp.status();
         let mut body = resp.into_body();

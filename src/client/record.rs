@@ -71,6 +71,9 @@ pub struct RequestRecord {
     /// Turn index within the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// Times the request was re-sent because a reused connection had been closed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
     /// Final status.
     pub status: Status,
     /// Failure class and evidence when `status` is `failed`.
@@ -97,6 +100,7 @@ impl RequestRecord {
             label: None,
             session: None,
             turn: None,
+            retries: 0,
             status: Status::Ok,
             failure: None,
         }
@@ -134,4 +138,8 @@ impl RequestRecord {
     pub fn dispatch_lag_ms(&self) -> f64 {
         (self.sent_ms - self.scheduled_ms).max(0.0)
     }
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }

@@ -8,13 +8,16 @@
 
 use serde::Serialize;
 
-use crate::campaign::{Campaign, ServerConfig, WorkloadPoint};
+use crate::campaign::{Campaign, PromptSource, ServerConfig, WorkloadPoint};
 use crate::engine::EngineKind;
 use crate::load::schedule::LoadShape;
 use crate::memory::{self, EngineRule, Level, MemoryInputs, ModelInfo};
 
 /// Tokens kept free beyond prompt + output (template and special tokens).
 pub const CONTEXT_MARGIN: u64 = memory::CONTEXT_MARGIN_TOKENS;
+
+/// Shortest synthetic prompt: its marker and closing question need room.
+pub const MIN_SYNTHETIC_TOKENS: u64 = 64;
 
 /// The memory model's figures for one server config.
 #[derive(Debug, Clone, Serialize)]
@@ -131,6 +134,15 @@ pub fn check(
             return (Some(e.clone()), warnings);
         }
     }
+    if w.source == PromptSource::Synthetic && w.input_len < MIN_SYNTHETIC_TOKENS {
+        return (
+            Some(format!(
+                "input_len {} is below the {MIN_SYNTHETIC_TOKENS}-token minimum of synthetic prompts (unique marker plus closing question)",
+                w.input_len
+            )),
+            warnings,
+        );
+    }
     let pool = c.hardware.gpus.len() as u32;
     if pool > 0 && s.tp > pool {
         let excluded = if c.hardware.exclude_gpus.is_empty() {
@@ -149,13 +161,21 @@ pub fn check(
     let model_ctx = model
         .and_then(|m| m.as_ref().ok())
         .and_then(|m| m.max_context);
-    let context = s.context_length.or(model_ctx);
+    let mut context = s.context_length.or(model_ctx);
+    // llama.cpp divides its context between the slots (unless --kv-unified).
+    if c.engine.kind == EngineKind::Llamacpp
+        && !s.args.iter().any(|a| a == "--kv-unified" || a == "-kvu")
+    {
+        if let (Some(ctx), Some(slots)) = (s.context_length, s.max_running_requests) {
+            context = Some(ctx / u64::from(slots.max(1)));
+        }
+    }
     if let Some(ctx) = context {
         let need = w.input_len + w.output_len + CONTEXT_MARGIN;
         if need > ctx {
             return (
                 Some(format!(
-                    "input {} + output {} + margin {} = {} tokens exceed the context length {}",
+                    "input {} + output {} + margin {} = {} tokens exceed the context length {} per request",
                     w.input_len, w.output_len, CONTEXT_MARGIN, need, ctx
                 )),
                 warnings,

@@ -334,10 +334,28 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
         }
         match &g.command {
             Ok(argv) if show_commands => {
-                out.push_str(&format!("  command: {}\n", shell_words(argv)))
+                // The port is picked at launch time.
+                let shown = shell_words(argv).replace("--port 0", "--port <free port>");
+                out.push_str(&format!("  command: {shown}\n"));
             }
             Err(e) => out.push_str(&format!("  cannot launch: {e}\n")),
             _ => {}
+        }
+        let first_skip = g.cells.first().and_then(|c| match &c.verdict {
+            Verdict::Skip(r) => Some(r.clone()),
+            _ => None,
+        });
+        if let Some(reason) = first_skip.filter(|r| {
+            g.cells
+                .iter()
+                .all(|c| c.verdict == Verdict::Skip(r.clone()))
+        }) {
+            *counts.entry("skip").or_default() += g.cells.len();
+            out.push_str(&format!(
+                "  all {} cells skipped: {reason}\n\n",
+                g.cells.len()
+            ));
+            continue;
         }
         let rows: Vec<Vec<String>> = g
             .cells

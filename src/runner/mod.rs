@@ -373,7 +373,7 @@ async fn run_group(
                 }
                 (Err(e), None) => {
                     r.status = CellStatus::Failed;
-                    r.failure = Some(Failure::new(FailureClass::Suspicious, e));
+                    r.failure = Some(Failure::new(FailureClass::Workload, e));
                 }
                 (Ok(summary), None) => {
                     let (status, failure, warnings) = judge(&summary, g);

@@ -1,0 +1,474 @@
+//! `servebench plan` and `servebench run` end to end with the real binary:
+//! launches, results, crash evidence, resume after SIGKILL, staleness,
+//! signals, and the real llama.cpp engine.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+
+fn write_campaign(dir: &Path, text: &str) -> PathBuf {
+    let p = dir.join("campaign.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn cells(root: &Path) -> BTreeMap<String, serde_json::Value> {
+    let mut out = BTreeMap::new();
+    let Ok(servers) = std::fs::read_dir(root.join("cells")) else {
+        return out;
+    };
+    for s in servers.flatten() {
+        for c in std::fs::read_dir(s.path()).unwrap().flatten() {
+            let name = c.file_name().to_string_lossy().into_owned();
+            assert!(!name.starts_with('.'), "temporary file left behind: {name}");
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(c.path()).unwrap())
+                .unwrap_or_else(|e| panic!("corrupt result {}: {e}", c.path().display()));
+            out.insert(
+                format!(
+                    "{}/{}",
+                    s.file_name().to_string_lossy(),
+                    name.trim_end_matches(".json")
+                ),
+                v,
+            );
+        }
+    }
+    out
+}
+
+fn launches(root: &Path) -> usize {
+    let Ok(logs) = std::fs::read_dir(root.join("logs")) else {
+        return 0;
+    };
+    logs.flatten()
+        .map(|l| {
+            std::fs::read_to_string(l.path())
+                .unwrap()
+                .matches("\n===== ")
+                .count()
+        })
+        .sum()
+}
+
+/// Pids of live processes whose command line contains `needle`.
+fn pids_with(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let state = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let zombie = state.split(") ").nth(1).is_some_and(|s| s.starts_with('Z'));
+        if cmd.contains(needle) && !zombie && pid != std::process::id() as i32 {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn spawn_run(campaign: &Path) -> Child {
+    Command::new(BIN)
+        .args(["run", campaign.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn quickstart_runs_end_to_end_with_one_launch_per_server_and_crash_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = include_str!("../examples/quickstart.toml")
+        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let campaign = write_campaign(dir.path(), &text);
+    let (code, stdout, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(
+        code, 3,
+        "a crashed variant makes the exit code say some cells failed\n{stderr}"
+    );
+    let root = dir.path().join("results/quickstart");
+    assert_eq!(launches(&root), 4, "one launch per server config");
+    let cells = cells(&root);
+    assert_eq!(cells.len(), 4 * 5, "{:?}", cells.keys().collect::<Vec<_>>());
+    for (name, c) in &cells {
+        if !name.starts_with("spec-crashy/") {
+            assert_eq!(c["status"], "ok", "{name}");
+            assert!(c["summary"]["output_throughput_tok_s"].as_f64().unwrap() > 0.0);
+        }
+    }
+    let crashy: Vec<&serde_json::Value> = cells
+        .iter()
+        .filter(|(k, _)| k.starts_with("spec-crashy/"))
+        .map(|(_, v)| v)
+        .collect();
+    let crashed: Vec<_> = crashy.iter().filter(|c| c["status"] == "failed").collect();
+    assert_eq!(
+        crashed.len(),
+        1,
+        "exactly one cell was running when the server died"
+    );
+    let f = &crashed[0]["failure"];
+    assert_eq!(f["class"], "crashed");
+    assert_eq!(f["cause"], "cuda_error");
+    assert!(f["detail"]
+        .as_str()
+        .unwrap()
+        .contains("CUDA error: an illegal instruction was encountered"));
+    assert!(f["log_excerpt"]
+        .as_str()
+        .unwrap()
+        .contains("illegal instruction"));
+    let not_run = crashy.iter().filter(|c| c["status"] == "not_run").count();
+    let ok = crashy.iter().filter(|c| c["status"] == "ok").count();
+    assert!(not_run >= 1 && ok >= 1 && ok + not_run + 1 == 5);
+    // The summary shows speedups over the baseline.
+    assert!(
+        stdout.contains("speedup") && stdout.contains("x /"),
+        "{stdout}"
+    );
+    // Running again reuses every measured cell (failed ones too, unless
+    // --rerun-failed) and launches only the crashed server, for its not-run cells.
+    let baseline_before =
+        std::fs::read(root.join("cells/baseline/chat-in512-out32-c1.json")).unwrap();
+    let (_, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(launches(&root), 5, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{} reused", 20 - not_run)),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(root.join("cells/baseline/chat-in512-out32-c1.json")).unwrap(),
+        baseline_before
+    );
+}
+
+const SLOW: &str = r#"
+[campaign]
+name = "resume"
+results_dir = "results"
+[model]
+path = "MODEL"
+[engine]
+kind = "sim"
+args = ["--decode-step-ms", "20", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
+[[server]]
+id = "a"
+[[server]]
+id = "b"
+max_running_requests = 8
+[[server]]
+id = "c"
+max_running_requests = 4
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 10
+concurrency = [1, 2, 3, 4]
+num_requests = 3
+[run]
+grace_period = "2s"
+health_timeout = "20s"
+"#;
+
+#[test]
+fn sigkill_mid_campaign_then_resume_measures_only_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = format!("resume-model-{}", std::process::id());
+    let campaign = write_campaign(dir.path(), &SLOW.replace("MODEL", &model));
+    let root = dir.path().join("results/resume");
+    let mut child = spawn_run(&campaign);
+    wait_until(Duration::from_secs(60), "five stored cells", || {
+        cells(&root).len() >= 5
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until(Duration::from_secs(5), "the orphaned server to die", || {
+        pids_with(&model).is_empty()
+    });
+    let before = cells(&root);
+    assert!(before.len() >= 5 && before.len() < 12, "{}", before.len());
+    let launches_before = launches(&root);
+    let bytes_before: BTreeMap<String, Vec<u8>> = before
+        .keys()
+        .map(|k| {
+            (
+                k.clone(),
+                std::fs::read(root.join("cells").join(format!("{k}.json"))).unwrap(),
+            )
+        })
+        .collect();
+
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let after = cells(&root);
+    assert_eq!(after.len(), 12);
+    for (k, b) in &bytes_before {
+        assert_eq!(
+            &std::fs::read(root.join("cells").join(format!("{k}.json"))).unwrap(),
+            b,
+            "{k} was measured again"
+        );
+    }
+    let servers_missing: std::collections::BTreeSet<&str> = after
+        .keys()
+        .filter(|k| !before.contains_key(*k))
+        .map(|k| k.split('/').next().unwrap())
+        .collect();
+    assert_eq!(launches(&root) - launches_before, servers_missing.len());
+    let measured = 12 - before.len();
+    assert!(
+        stderr.contains(&format!(
+            "{measured} cells measured, {} reused",
+            before.len()
+        )),
+        "{stderr}"
+    );
+    assert!(pids_with(&model).is_empty(), "no server left behind");
+}
+
+#[test]
+fn changing_one_server_parameter_makes_only_its_cells_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let fast = SLOW
+        .replace("\"20\"", "\"1\"")
+        .replace("MODEL", "stale-model");
+    let campaign = write_campaign(dir.path(), &fast);
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    write_campaign(
+        dir.path(),
+        &fast.replace("max_running_requests = 8", "max_running_requests = 16"),
+    );
+    let (code, stdout, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    for g in plan["groups"].as_array().unwrap() {
+        let id = g["server"]["id"].as_str().unwrap();
+        for c in g["cells"].as_array().unwrap() {
+            let want = if id == "b" { "stale" } else { "cached" };
+            assert_eq!(c["verdict"], want, "{id} {}", c["name"]);
+        }
+    }
+    // Renaming a server and reordering keys changes nothing.
+    write_campaign(dir.path(), &fast.replace("id = \"c\"", "id = \"c2\""));
+    let (_, stdout, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);
+    let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(plan["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["cells"].as_array().unwrap())
+        .all(|c| c["verdict"] == "cached"));
+}
+
+#[test]
+fn sigterm_and_sigint_stop_the_servers_process_group_within_the_grace_period() {
+    for (sig, name) in [(libc::SIGTERM, "term"), (libc::SIGINT, "int")] {
+        let dir = tempfile::tempdir().unwrap();
+        let model = format!("signal-{name}-{}", std::process::id());
+        let text = SLOW.replace("MODEL", &model).replace("\"20\"", "\"500\"");
+        let campaign = write_campaign(dir.path(), &text);
+        let mut child = spawn_run(&campaign);
+        wait_until(Duration::from_secs(30), "the server to start", || {
+            !pids_with(&model).is_empty()
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let started = Instant::now();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let status = child.wait().unwrap();
+        let took = started.elapsed();
+        assert_eq!(status.code(), Some(130), "{name}");
+        assert!(
+            took < Duration::from_secs(4),
+            "{name}: stopping took {took:?} with a 2 s grace period"
+        );
+        assert!(pids_with(&model).is_empty(), "{name}: server still alive");
+        // Nothing half-measured was stored.
+        for (_, c) in cells(&dir.path().join("results/resume")) {
+            assert_ne!(c["status"], "not_run");
+        }
+    }
+}
+
+#[test]
+fn malformed_campaigns_fail_with_file_line_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = SLOW.replace("MODEL", "m");
+    for (text, want) in [
+        (
+            base.replace(
+                "concurrency = [1, 2, 3, 4]",
+                "concurrency = [1, 2, 3, 4]\nconcurency = 3",
+            ),
+            ":23:1: unknown field `concurency`",
+        ),
+        (
+            base.replace("num_requests = 3", "num_requests = \"three\""),
+            ":23:16:",
+        ),
+        (
+            base.replace("kind = \"sim\"", "kind = \"tgi\""),
+            ":8:8: unknown variant `tgi`",
+        ),
+        (
+            base.replace("[model]\npath = \"m\"\n", ""),
+            "missing field `model`",
+        ),
+    ] {
+        let p = write_campaign(dir.path(), &text);
+        let (code, _, err) = run(&["plan", p.to_str().unwrap()]);
+        assert_eq!(code, 1, "{err}");
+        assert!(
+            err.contains(&p.display().to_string()) && err.contains(want),
+            "want `{want}` in: {err}"
+        );
+        assert!(!err.contains("panicked"));
+    }
+}
+
+#[test]
+fn example_commands_use_only_flags_the_engines_have() {
+    for (file, engine) in [
+        ("examples/sglang-hybrid-8gpu.toml", "sglang"),
+        ("examples/vllm.toml", "vllm"),
+    ] {
+        let c = servebench::campaign::load_campaign(
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/"))
+                .join(file)
+                .as_path(),
+        )
+        .unwrap();
+        let known: &[&str] = match engine {
+            "sglang" => servebench::engine::sglang::KNOWN_FLAGS,
+            _ => servebench::engine::vllm::KNOWN_FLAGS,
+        };
+        let plan =
+            servebench::plan::build(&c, &Default::default(), &Default::default(), "servebench");
+        let mut checked = 0;
+        for g in &plan.groups {
+            let argv = g
+                .command
+                .as_ref()
+                .unwrap_or_else(|e| panic!("{file} {}: {e}", g.server.id));
+            let generated = &argv[..argv.len() - g.server.args.len()];
+            for flag in generated.iter().filter(|a| a.starts_with("--")) {
+                assert!(
+                    known.contains(&flag.as_str()),
+                    "{file}: {} emits unknown flag {flag}",
+                    g.server.id
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 30, "{file}: only {checked} flags checked");
+        let (code, stdout, _) = run(&[
+            "plan",
+            "--show-commands",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/examples/vllm.toml"),
+        ]);
+        assert_eq!(code, 0);
+        assert!(stdout.contains("--speculative-config '{\"method\":\"eagle3\""));
+    }
+}
+
+#[test]
+fn real_llamacpp_campaign_runs_autoregressive_and_speculative() {
+    let python = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
+    let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
+    let text = format!(
+        r#"
+[campaign]
+name = "real"
+results_dir = "results"
+[model]
+path = "{gguf}"
+name = "smollm2"
+[engine]
+kind = "llamacpp"
+executable = ["{python}", "{script}"]
+args = ["--threads", "1", "--metrics"]
+[defaults]
+context_length = 2048
+max_running_requests = 1
+[[server]]
+id = "ar"
+[[server]]
+id = "ngram"
+speculative = {{ method = "ngram", llamacpp_type = "ngram-simple" }}
+[[workload]]
+name = "code"
+api = "chat"
+prompt_kinds = "quicksort"
+output_len = 24
+concurrency = 1
+num_requests = 3
+[run]
+baseline = "ar"
+health_timeout = "60s"
+grace_period = "3s"
+"#
+    );
+    let campaign = write_campaign(dir.path(), &text);
+    let (code, stdout, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let cells = cells(&dir.path().join("results/real"));
+    assert_eq!(cells.len(), 2);
+    for (name, c) in &cells {
+        assert_eq!(c["status"], "ok", "{name}");
+        let reqs = c["summary"]["requests"].as_array().unwrap();
+        assert_eq!(reqs.len(), 3);
+        assert!(reqs.iter().all(|r| r["output_tokens"] == 24));
+        assert!(c["server_run"]["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--parallel"));
+    }
+    let spec = &cells["ngram/code-kinds-out24-c1"];
+    let argv: Vec<&str> = spec["server_run"]["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        argv.windows(2)
+            .any(|w| w == ["--spec-type", "ngram-simple"]),
+        "{argv:?}"
+    );
+    assert!(stdout.contains("ngram"), "{stdout}");
+}
