@@ -18,7 +18,7 @@ use crate::client::openai::Api;
 use crate::client::Endpoint;
 use crate::load::driver::{run_level, HttpExecutor, LevelPlan, StopCondition};
 use crate::load::schedule::LoadShape;
-use crate::load::source::SyntheticSource;
+use crate::load::workloads::{build_source, length_warnings, Prompts, SourceSpec};
 use crate::metrics::level::{summarize, LevelSummary};
 use crate::metrics::live::LiveView;
 use crate::ui::table;
@@ -81,6 +81,7 @@ pub struct BenchResult {
 
 /// Resolved, validated bench settings ("high args").
 struct Resolved {
+    prompts: Prompts,
     shapes: Vec<LoadShape>,
     stop: StopCondition,
     slos: Vec<Slo>,
@@ -141,11 +142,56 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
         .map_err(|e| anyhow::anyhow!("--slo: {e}"))?;
     let request_timeout = parse_duration(&a.request_timeout)
         .map_err(|e| anyhow::anyhow!("--request-timeout: {e}"))?;
+    let prompts = resolve_prompts(a)?;
     Ok(Resolved {
+        prompts,
         shapes,
         stop,
         slos,
         request_timeout,
+    })
+}
+
+fn resolve_prompts(a: &BenchArgs) -> anyhow::Result<Prompts> {
+    let given = [
+        a.prompt_kind.is_some(),
+        a.dataset.is_some(),
+        a.scenario.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() > 1 {
+        bail!("give at most one of --prompt-kind, --dataset and --scenario");
+    }
+    if let Some(k) = &a.prompt_kind {
+        let sel = k
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--prompt-kind: {e}"))?;
+        return Ok(Prompts::Kinds(sel));
+    }
+    if let Some(path) = &a.dataset {
+        let format = match a.dataset_format.as_deref() {
+            None => crate::workload::DatasetFormat::from_path(path)
+                .map_err(|e| anyhow::anyhow!("--dataset: {e}"))?,
+            Some("sharegpt") => crate::workload::DatasetFormat::Sharegpt,
+            Some("jsonl") => crate::workload::DatasetFormat::Jsonl,
+            Some(other) => bail!("--dataset-format `{other}`: allowed sharegpt, jsonl"),
+        };
+        return Ok(Prompts::Dataset {
+            path: path.clone(),
+            format,
+            filter: Default::default(),
+        });
+    }
+    if let Some(s) = &a.scenario {
+        if a.api != Api::Chat {
+            bail!("--scenario needs --api chat: each turn carries the conversation so far");
+        }
+        let sc =
+            crate::workload::session::resolve(s).map_err(|e| anyhow::anyhow!("--scenario: {e}"))?;
+        return Ok(Prompts::Scenario(std::sync::Arc::new(sc)));
+    }
+    Ok(Prompts::Synthetic {
+        input_len: a.input_len,
+        shared_prefix: a.shared_prefix,
     })
 }
 
@@ -186,14 +232,20 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
         if cancel.is_cancelled() {
             break;
         }
-        let source = SyntheticSource {
+        let spec = SourceSpec {
             api: args.api,
             model: model.clone(),
-            input_words: args.input_len,
-            output_tokens: args.output_len,
+            output_len: args.output_len,
             ignore_eos: args.ignore_eos,
             seed: args.seed.wrapping_add(i as u64),
+            prompts: r.prompts.clone(),
+            tokenizer: args.tokenizer.clone(),
+            count: r.stop.max_requests.map(|n| n + args.warmup),
+            probe_timeout: r.request_timeout.min(std::time::Duration::from_secs(60)),
         };
+        let (source, info) = build_source(&spec, &endpoint)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot build the requests: {e}"))?;
         let live = Arc::new(LiveView::default());
         let label = format!("[{}/{}] {shape}", i + 1, r.shapes.len());
         let progress = crate::ui::LevelProgress::start(
@@ -211,7 +263,7 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
                 seed: args.seed.wrapping_add(i as u64),
             },
             executor.clone(),
-            Box::new(source),
+            source,
             live,
             cancel.clone(),
         )
@@ -219,7 +271,12 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
         .map_err(|e| anyhow::anyhow!(e))?;
         let cpu = proc::cpu_seconds() - cpu0;
         progress.finish().await;
-        let summary = summarize(*shape, run, &r.slos, cpu, threads);
+        let mut summary = summarize(*shape, run, &r.slos, cpu, threads);
+        summary
+            .client
+            .warnings
+            .extend(length_warnings(&summary.requests, info.exact));
+        summary.source = Some(info);
         eprintln!("{}", level_line(&label, &summary));
         for w in &summary.client.warnings {
             eprintln!("  warning: {w}");

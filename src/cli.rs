@@ -194,9 +194,28 @@ pub struct BenchArgs {
     /// Warm-up requests per level, excluded from results.
     #[arg(long, default_value_t = 0)]
     pub warmup: u64,
-    /// Prompt length in words of synthetic text (tokens on the simulator).
+    /// Prompt tokens of synthetic text, exact for the model's tokenizer
+    /// (--tokenizer, else the server's /tokenize); below 64, random words.
     #[arg(long, default_value_t = 128)]
     pub input_len: u64,
+    /// Leading prompt tokens shared by every request (to measure prefix caching).
+    #[arg(long, default_value_t = 0)]
+    pub shared_prefix: u64,
+    /// Built-in prompt kinds instead of synthetic text: a name, a list, or `all`.
+    #[arg(long)]
+    pub prompt_kind: Option<String>,
+    /// Prompts from a ShareGPT JSON or JSONL file.
+    #[arg(long)]
+    pub dataset: Option<PathBuf>,
+    /// Dataset format: sharegpt or jsonl (default: from the file extension).
+    #[arg(long)]
+    pub dataset_format: Option<String>,
+    /// Multi-turn sessions: a built-in scenario (calculator, etl-debug) or a scenario file; --num-requests counts sessions.
+    #[arg(long)]
+    pub scenario: Option<String>,
+    /// The model's tokenizer.json for exact prompt lengths.
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
     /// Output tokens per request (max_tokens).
     #[arg(long, default_value_t = 128)]
     pub output_len: u64,

@@ -132,6 +132,8 @@ fn sim_process_crashes_with_the_logged_cuda_error_and_bench_reports_failures() {
         "4",
         "--output-len",
         "8",
+        "--input-len",
+        "32",
         "--ignore-eos",
         "--request-timeout",
         "5s",

@@ -207,6 +207,15 @@ pub struct RawWorkload {
     /// Built-in prompt kinds: a name, a list, or `all`; absent = synthetic text of `input_len` tokens.
     #[serde(default)]
     pub prompt_kinds: Option<Spanned<OneOrMany<String>>>,
+    /// Prompts from a ShareGPT JSON or JSONL file (relative to the campaign file).
+    #[serde(default)]
+    pub dataset: Option<Spanned<String>>,
+    /// `sharegpt` or `jsonl` (default: from the file extension).
+    #[serde(default)]
+    pub dataset_format: Option<crate::workload::DatasetFormat>,
+    /// Multi-turn sessions: a built-in scenario (`calculator`, `etl-debug`) or a scenario file.
+    #[serde(default)]
+    pub scenario: Option<Spanned<String>>,
     /// Prompt tokens (exact with the model's tokenizer); a list sweeps.
     #[serde(default)]
     pub input_len: Option<OneOrMany<u64>>,

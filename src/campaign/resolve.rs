@@ -109,6 +109,18 @@ pub enum PromptSource {
         /// Kind names.
         kinds: Vec<String>,
     },
+    /// A ShareGPT or JSONL dataset.
+    Dataset {
+        /// The file.
+        path: PathBuf,
+        /// Its format.
+        format: crate::workload::DatasetFormat,
+    },
+    /// Multi-turn sessions; `num_requests` counts sessions.
+    Scenario {
+        /// Built-in name or file path.
+        name: String,
+    },
 }
 
 /// One workload point: a cell's worth of load against one server.
@@ -154,6 +166,8 @@ impl WorkloadPoint {
         let input = match self.source {
             PromptSource::Synthetic => format!("in{}", self.input_len),
             PromptSource::PromptKinds { .. } => "kinds".to_string(),
+            PromptSource::Dataset { .. } => "dataset".to_string(),
+            PromptSource::Scenario { .. } => "sessions".to_string(),
         };
         let mut name = format!("{}-{input}-out{}-{load}", self.workload, self.output_len);
         if self.repetition > 0 {
@@ -258,6 +272,13 @@ fn normalize(p: &Path) -> PathBuf {
         return PathBuf::from(".");
     }
     out.iter().collect()
+}
+
+fn base_dir(src: &Source) -> PathBuf {
+    match src.path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }
 
 /// Expand `${VAR}` and `${VAR:-default}` from the environment.
@@ -778,7 +799,41 @@ fn expand_workloads(
             .iter()
             .map(|s| parse_slo(s.get_ref()).map_err(|e| src.error(s, e)))
             .collect::<Result<Vec<_>, _>>()?;
+        let chosen = [
+            w.prompt_kinds.is_some(),
+            w.dataset.is_some(),
+            w.scenario.is_some(),
+        ];
+        if chosen.iter().filter(|c| **c).count() > 1 {
+            return Err(src.error(&w.name, format!("workload `{name}`: give at most one of `prompt_kinds`, `dataset` and `scenario`")));
+        }
         let source = match &w.prompt_kinds {
+            None if w.dataset.is_some() => {
+                let d = w.dataset.as_ref().expect("checked");
+                let path = relative(&base_dir(src), d.get_ref());
+                let format = match w.dataset_format {
+                    Some(f) => f,
+                    None => crate::workload::DatasetFormat::from_path(&path)
+                        .map_err(|e| src.error(d, e.to_string()))?,
+                };
+                if !path.exists() {
+                    return Err(src.error(d, format!("dataset {} does not exist", path.display())));
+                }
+                PromptSource::Dataset { path, format }
+            }
+            None if w.scenario.is_some() => {
+                let sc = w.scenario.as_ref().expect("checked");
+                let mut name = sc.get_ref().clone();
+                if !crate::workload::session::BUILTIN_SCENARIOS.contains(&name.as_str()) {
+                    name = relative(&base_dir(src), &name).display().to_string();
+                }
+                crate::workload::session::resolve(&name)
+                    .map_err(|e| src.error(sc, e.to_string()))?;
+                if w.api != Some(Api::Chat) {
+                    return Err(src.error(sc, format!("workload `{name}`: scenarios need `api = \"chat\"`: each turn carries the conversation so far")));
+                }
+                PromptSource::Scenario { name }
+            }
             None => PromptSource::Synthetic,
             Some(k) => {
                 let text = k.get_ref().to_vec().join(",");
@@ -791,12 +846,12 @@ fn expand_workloads(
             }
         };
         let inputs = match (&source, &w.input_len) {
-            (PromptSource::PromptKinds { .. }, Some(_)) => {
-                return Err(src.error(&w.name, format!("workload `{name}`: `input_len` does not apply to `prompt_kinds` (their prompts have their natural length)")))
-            }
-            // Built-in prompts are short; 0 keeps the ETA and context checks honest.
-            (PromptSource::PromptKinds { .. }, None) => vec![0],
             (PromptSource::Synthetic, l) => l.as_ref().map(OneOrMany::to_vec).unwrap_or_else(|| vec![128]),
+            (_, Some(_)) => {
+                return Err(src.error(&w.name, format!("workload `{name}`: `input_len` applies to synthetic prompts only; prompt kinds, datasets and scenarios have their own lengths")))
+            }
+            // Their own lengths; 0 keeps the ETA and context checks from inventing one.
+            (_, None) => vec![0],
         };
         let outputs = w
             .output_len

@@ -144,13 +144,14 @@ impl Endpoint {
         epoch: Instant,
         scheduled: Instant,
         timeout: Duration,
+        capture_text: bool,
     ) -> RequestRecord {
         let sent = Instant::now();
         let mut rec = RequestRecord::new(ms_between(epoch, scheduled), ms_between(epoch, sent));
         let deadline = tokio::time::Instant::from_std(sent + timeout);
         let outcome = match tokio::time::timeout_at(
             deadline,
-            self.stream_inner(body, sent, &mut rec),
+            self.stream_inner(body, sent, capture_text, &mut rec),
         )
         .await
         {
@@ -168,7 +169,13 @@ impl Endpoint {
         rec
     }
 
-    async fn stream_inner(&self, body: Bytes, sent: Instant, rec: &mut RequestRecord) -> Outcome {
+    async fn stream_inner(
+        &self,
+        body: Bytes,
+        sent: Instant,
+        capture_text: bool,
+        rec: &mut RequestRecord,
+    ) -> Outcome {
         let mut attempt = 0;
         let resp = loop {
             let req = match json_request(self.uri.clone(), body.clone()) {
@@ -208,7 +215,7 @@ impl Endpoint {
             ));
         }
         let mut parser = sse::SseParser::new();
-        let mut state = openai::StreamState::default();
+        let mut state = openai::StreamState::new(capture_text);
         loop {
             match body.frame().await {
                 None => break,

@@ -242,9 +242,19 @@ pub struct StreamState {
     last_completion: u64,
     draft_n: Option<u64>,
     draft_accepted: Option<u64>,
+    /// The answer text, accumulated only when asked for.
+    pub text: Option<String>,
 }
 
 impl StreamState {
+    /// Accounting for a new stream; `capture_text` keeps the answer's text.
+    pub fn new(capture_text: bool) -> Self {
+        Self {
+            text: capture_text.then(String::new),
+            ..Default::default()
+        }
+    }
+
     /// Account for one SSE `data` payload.
     pub fn on_event(&mut self, data: &[u8], _api: Api) -> Result<ChunkInfo, Failure> {
         if data == b"[DONE]" {
@@ -285,6 +295,16 @@ impl StreamState {
                     .as_ref()
                     .is_some_and(|d| non_empty(&d.content) || non_empty(&d.reasoning_content))
         });
+        if let (Some(text), true) = (self.text.as_mut(), has_content) {
+            for c in &chunk.choices {
+                if let Some(t) = c.text.as_deref() {
+                    text.push_str(t);
+                }
+                if let Some(t) = c.delta.as_ref().and_then(|d| d.content.as_deref()) {
+                    text.push_str(t);
+                }
+            }
+        }
         let mut tokens = 1;
         if let Some(u) = chunk.usage {
             if has_content {
@@ -304,6 +324,7 @@ impl StreamState {
 
     /// Close the stream's accounting into the record's final outcome.
     pub fn finish(self, rec: &mut RequestRecord) -> Outcome {
+        rec.text = self.text;
         rec.draft_tokens = self.draft_n;
         rec.accepted_draft_tokens = self.draft_accepted;
         if let Some(u) = self.usage {

@@ -74,6 +74,9 @@ pub struct RequestRecord {
     /// Times the request was re-sent because a reused connection had been closed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
+    /// The answer's text, kept only when a later request needs it (multi-turn).
+    #[serde(skip)]
+    pub text: Option<String>,
     /// Final status.
     pub status: Status,
     /// Failure class and evidence when `status` is `failed`.
@@ -101,6 +104,7 @@ impl RequestRecord {
             session: None,
             turn: None,
             retries: 0,
+            text: None,
             status: Status::Ok,
             failure: None,
         }

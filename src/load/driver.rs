@@ -19,6 +19,7 @@ use super::schedule::{ArrivalClock, LoadShape};
 use crate::client::record::RequestRecord;
 use crate::client::Endpoint;
 use crate::metrics::live::LiveView;
+use crate::workload::{messages_for_turn, ChatMessage, Scenario};
 
 /// One request ready to be sent.
 #[derive(Debug, Clone)]
@@ -31,12 +32,92 @@ pub struct PreparedRequest {
     pub output_tokens: u64,
     /// Prompt kind or source label.
     pub label: Option<String>,
+    /// Keep the answer's text (a later turn of a session needs it).
+    pub capture_text: bool,
 }
 
-/// Yields the requests of a level, one per index.
+/// Builds a chat request body from the conversation so far and an output length.
+pub type SessionBodyFn = Arc<dyn Fn(&[ChatMessage], u64) -> Bytes + Send + Sync>;
+
+/// A multi-turn session: each turn is sent with the whole conversation so
+/// far, including the server's real previous answers. It holds one
+/// concurrency slot from its first turn to its last.
+#[derive(Clone)]
+pub struct SessionWork {
+    /// Session index within the level.
+    pub session: u64,
+    /// The turns.
+    pub scenario: Arc<Scenario>,
+    /// Output tokens per turn: the default, and the cap on turns that set their own.
+    pub output_tokens: u64,
+    /// Request body builder.
+    pub body: SessionBodyFn,
+}
+
+/// One unit of work a simulated user performs.
+pub enum Work {
+    /// A single request.
+    Request(PreparedRequest),
+    /// A whole multi-turn session.
+    Session(SessionWork),
+}
+
+/// Yields the work of a level, one unit per index.
 pub trait RequestSource: Send {
-    /// The request with this index, or `None` when the source is exhausted.
-    fn next_request(&mut self, index: u64) -> Option<PreparedRequest>;
+    /// The work with this index, or `None` when the source is exhausted.
+    fn next_work(&mut self, index: u64) -> Option<Work>;
+}
+
+/// Carry out one unit of work and return its records in the order sent.
+async fn perform<E: Executor>(
+    executor: &E,
+    work: Work,
+    epoch: std::time::Instant,
+    scheduled: std::time::Instant,
+) -> Vec<RequestRecord> {
+    match work {
+        Work::Request(req) => vec![executor.execute(req, epoch, scheduled).await],
+        Work::Session(s) => {
+            let mut records = Vec::with_capacity(s.scenario.turns.len());
+            let mut answers: Vec<String> = Vec::new();
+            for (t, turn) in s.scenario.turns.iter().enumerate() {
+                let Ok(messages) = messages_for_turn(&s.scenario, t, &answers) else {
+                    break;
+                };
+                // The workload's output length caps every turn (a turn may ask for less).
+                let output = turn
+                    .output_len
+                    .map(|n| (n as u64).min(s.output_tokens))
+                    .unwrap_or(s.output_tokens);
+                let req = PreparedRequest {
+                    body: (s.body)(&messages, output),
+                    planned_input_tokens: None,
+                    output_tokens: output,
+                    label: Some(s.scenario.name.clone()),
+                    capture_text: true,
+                };
+                let due = if t == 0 {
+                    scheduled
+                } else {
+                    Instant::now().into_std()
+                };
+                let mut rec = executor.execute(req, epoch, due).await;
+                rec.session = Some(s.session);
+                rec.turn = Some(t as u32);
+                let ok = rec.is_ok();
+                answers.push(rec.text.take().unwrap_or_default());
+                records.push(rec);
+                if !ok {
+                    // Later turns would be built on a missing answer.
+                    break;
+                }
+                if t + 1 < s.scenario.turns.len() {
+                    tokio::time::sleep(turn.think_time()).await;
+                }
+            }
+            records
+        }
+    }
 }
 
 /// Sends a prepared request and records what happened.
@@ -67,7 +148,13 @@ impl Executor for HttpExecutor {
     ) -> RequestRecord {
         let mut rec = self
             .endpoint
-            .stream(req.body, epoch, scheduled, self.request_timeout)
+            .stream(
+                req.body,
+                epoch,
+                scheduled,
+                self.request_timeout,
+                req.capture_text,
+            )
             .await;
         rec.planned_input_tokens = req.planned_input_tokens;
         rec.requested_output_tokens = Some(req.output_tokens);
@@ -128,8 +215,8 @@ pub struct LevelPlan {
 
 type SharedSource = Arc<Mutex<Box<dyn RequestSource>>>;
 
-fn take_request(source: &SharedSource, index: u64) -> Option<PreparedRequest> {
-    source.lock().ok()?.next_request(index)
+fn take_work(source: &SharedSource, index: u64) -> Option<Work> {
+    source.lock().ok()?.next_work(index)
 }
 
 /// Run one level: warm-up, then the measured requests.
@@ -254,18 +341,20 @@ async fn closed_loop<E: Executor>(
                 if idx >= limit {
                     break;
                 }
-                let Some(req) = take_request(&source, idx) else {
+                                let Some(work) = take_work(&source, idx) else {
                     break;
                 };
                 let scheduled = Instant::now();
-                let rec = tokio::select! {
-                    r = executor.execute(req, epoch.into_std(), scheduled.into_std()) => r,
+                let recs = tokio::select! {
+                    r = perform(executor.as_ref(), work, epoch.into_std(), scheduled.into_std()) => r,
                     _ = cancel.cancelled() => break,
                 };
                 if let Some(l) = &live {
-                    l.record(rec.is_ok(), rec.ttft_ms, rec.output_tokens.unwrap_or(0));
+                    for rec in &recs {
+                        l.record(rec.is_ok(), rec.ttft_ms, rec.output_tokens.unwrap_or(0));
+                    }
                 }
-                mine.push(rec);
+                mine.extend(recs);
             }
             mine
         });
@@ -311,8 +400,8 @@ async fn open_loop<E: Executor>(
         }
         // Reap finished requests so memory stays bounded on long levels.
         while let Some(done) = tasks.try_join_next() {
-            if let Ok(rec) = done {
-                all.push(rec);
+            if let Ok(recs) = done {
+                all.extend(recs);
             }
         }
         let permit = match &slots {
@@ -322,23 +411,29 @@ async fn open_loop<E: Executor>(
             },
             None => None,
         };
-        let Some(req) = take_request(&source, first_index + n) else {
+        let Some(work) = take_work(&source, first_index + n) else {
             break;
         };
         let (executor, live) = (executor.clone(), live.clone());
         tasks.spawn(async move {
-            let rec = executor
-                .execute(req, epoch.into_std(), scheduled.into_std())
-                .await;
+            let recs = perform(
+                executor.as_ref(),
+                work,
+                epoch.into_std(),
+                scheduled.into_std(),
+            )
+            .await;
             drop(permit);
-            live.record(rec.is_ok(), rec.ttft_ms, rec.output_tokens.unwrap_or(0));
-            rec
+            for rec in &recs {
+                live.record(rec.is_ok(), rec.ttft_ms, rec.output_tokens.unwrap_or(0));
+            }
+            recs
         });
     }
     loop {
         tokio::select! {
-            r = tasks.join_next() => match r {
-                Some(Ok(rec)) => all.push(rec),
+                        r = tasks.join_next() => match r {
+                Some(Ok(recs)) => all.extend(recs),
                 Some(Err(_)) => {}
                 None => break,
             },
@@ -382,13 +477,14 @@ mod tests {
 
     struct Counting;
     impl RequestSource for Counting {
-        fn next_request(&mut self, index: u64) -> Option<PreparedRequest> {
-            Some(PreparedRequest {
+        fn next_work(&mut self, index: u64) -> Option<Work> {
+            Some(Work::Request(PreparedRequest {
                 body: Bytes::new(),
                 planned_input_tokens: None,
                 output_tokens: index,
                 label: None,
-            })
+                capture_text: false,
+            }))
         }
     }
 

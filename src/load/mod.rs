@@ -3,3 +3,4 @@
 pub mod driver;
 pub mod schedule;
 pub mod source;
+pub mod workloads;

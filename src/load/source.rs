@@ -4,7 +4,7 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::driver::{PreparedRequest, RequestSource};
+use super::driver::{PreparedRequest, RequestSource, Work};
 use crate::client::openai::{build_body, Api, PromptBody};
 
 const VOCAB: [&str; 32] = [
@@ -51,7 +51,7 @@ impl SyntheticSource {
 }
 
 impl RequestSource for SyntheticSource {
-    fn next_request(&mut self, index: u64) -> Option<PreparedRequest> {
+    fn next_work(&mut self, index: u64) -> Option<Work> {
         let body = build_body(
             self.api,
             &self.model,
@@ -59,12 +59,13 @@ impl RequestSource for SyntheticSource {
             self.output_tokens,
             self.ignore_eos,
         );
-        Some(PreparedRequest {
+        Some(Work::Request(PreparedRequest {
             body: Bytes::from(body),
             planned_input_tokens: None,
             output_tokens: self.output_tokens,
             label: Some("synthetic".into()),
-        })
+            capture_text: false,
+        }))
     }
 }
 
@@ -116,6 +117,7 @@ impl PromptSource {
             planned_input_tokens: planned,
             output_tokens: self.output_tokens,
             label,
+            capture_text: false,
         })
     }
 
@@ -130,11 +132,11 @@ impl PromptSource {
 }
 
 impl RequestSource for PromptSource {
-    fn next_request(&mut self, index: u64) -> Option<PreparedRequest> {
+    fn next_work(&mut self, index: u64) -> Option<Work> {
         if let Some(r) = self.ready.remove(&index) {
-            return Some(r);
+            return Some(Work::Request(r));
         }
-        self.make(index).ok()
+        self.make(index).ok().map(Work::Request)
     }
 }
 

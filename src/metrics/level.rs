@@ -78,6 +78,9 @@ pub struct LevelSummary {
     pub cancelled: bool,
     /// The client's own measurements.
     pub client: ClientStats,
+    /// How the prompts were built and counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::load::workloads::SourceInfo>,
     /// Every measured request's raw record.
     pub requests: Vec<RequestRecord>,
 }
@@ -165,6 +168,7 @@ pub fn summarize(
             client_threads,
             warnings,
         },
+        source: None,
         requests: records,
     }
 }

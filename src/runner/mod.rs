@@ -8,7 +8,6 @@
 //! its remaining cells `not_run` (or restarts once, if asked). A killed run
 //! loses at most the cell in flight; the next run resumes from the store.
 
-pub mod source;
 pub mod summary;
 
 use std::sync::Arc;
@@ -17,13 +16,14 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::campaign::Campaign;
+use crate::campaign::{Campaign, PromptSource, WorkloadPoint};
 use crate::client::Endpoint;
 use crate::engine::{self, EngineKind};
 use crate::failure::{Failure, FailureClass};
 use crate::launcher::local::{describe_exit, LaunchSpec, LocalServer};
 use crate::launcher::wait_healthy;
 use crate::load::driver::{run_level, HttpExecutor, LevelPlan, StopCondition};
+use crate::load::workloads::{build_source, length_warnings, Prompts, SourceSpec};
 use crate::metrics::level::{summarize, LevelSummary};
 use crate::metrics::live::LiveView;
 use crate::plan::{self, fmt_s, PlanOptions, PlannedCell, ServerGroup, Verdict};
@@ -511,6 +511,47 @@ fn judge(s: &LevelSummary, g: &ServerGroup) -> (CellStatus, Option<Failure>, Vec
     (CellStatus::Ok, None, warnings)
 }
 
+/// The request-source settings of a workload point.
+pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String> {
+    let prompts = match &w.source {
+        PromptSource::Synthetic => Prompts::Synthetic {
+            input_len: w.input_len,
+            shared_prefix: w.shared_prefix,
+        },
+        PromptSource::PromptKinds { kinds } => {
+            let parsed = kinds
+                .iter()
+                .map(|k| {
+                    k.parse::<crate::workload::PromptKind>()
+                        .map_err(|e| e.to_string())
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Prompts::Kinds(
+                crate::workload::PromptSelection::new(parsed).map_err(|e| e.to_string())?,
+            )
+        }
+        PromptSource::Dataset { path, format } => Prompts::Dataset {
+            path: path.clone(),
+            format: *format,
+            filter: Default::default(),
+        },
+        PromptSource::Scenario { name } => Prompts::Scenario(Arc::new(
+            crate::workload::session::resolve(name).map_err(|e| e.to_string())?,
+        )),
+    };
+    Ok(SourceSpec {
+        api: w.api,
+        model: c.model.served_name.clone(),
+        output_len: w.output_len,
+        ignore_eos: w.ignore_eos,
+        seed: w.seed,
+        prompts,
+        tokenizer: c.model.tokenizer.clone(),
+        count: w.num_requests.map(|n| n + w.warmup),
+        probe_timeout: c.run.request_timeout.min(Duration::from_secs(60)),
+    })
+}
+
 /// Run one cell's load against `url`.
 async fn measure(
     c: &Campaign,
@@ -520,11 +561,8 @@ async fn measure(
 ) -> Result<LevelSummary, String> {
     let w = &cell.workload;
     let endpoint = Endpoint::new(url, w.api).map_err(|e| e.to_string())?;
-    let mut src = source::for_workload(c, w, url).await?;
-    let count = w.num_requests.map(|n| n + w.warmup);
-    if let Some(n) = count.filter(|n| *n <= 100_000) {
-        src.prebuild(n)?;
-    }
+    let spec = source_spec(c, w)?;
+    let (src, info) = build_source(&spec, &endpoint).await?;
     let executor = Arc::new(HttpExecutor {
         endpoint,
         request_timeout: c.run.request_timeout,
@@ -548,7 +586,7 @@ async fn measure(
             seed: w.seed,
         },
         executor,
-        Box::new(src),
+        src,
         live,
         cancel.clone(),
     )
@@ -556,11 +594,11 @@ async fn measure(
     progress.finish().await;
     let run = run?;
     let threads = tokio::runtime::Handle::current().metrics().num_workers();
-    Ok(summarize(
-        w.load,
-        run,
-        &w.slos,
-        proc::cpu_seconds() - cpu0,
-        threads,
-    ))
+    let mut summary = summarize(w.load, run, &w.slos, proc::cpu_seconds() - cpu0, threads);
+    summary
+        .client
+        .warnings
+        .extend(length_warnings(&summary.requests, info.exact));
+    summary.source = Some(info);
+    Ok(summary)
 }

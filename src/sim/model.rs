@@ -160,36 +160,3 @@ mod tests {
         assert_eq!(prefill_ms(&c, 500), 500.0);
     }
 }
-
-/// The simulator's tokenizer as a [`TokenCounter`](crate::workload::TokenCounter):
-/// one token per whitespace-separated word, so prompts built with it have
-/// exactly the length the simulator will report.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SimTokenizer;
-
-impl crate::workload::TokenCounter for SimTokenizer {
-    fn encode(&self, text: &str) -> Result<Vec<u32>, crate::workload::WorkloadError> {
-        Ok(text
-            .split_ascii_whitespace()
-            .map(|w| {
-                w.bytes()
-                    .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32))
-            })
-            .collect())
-    }
-
-    fn decode(&self, _ids: &[u32]) -> Result<String, crate::workload::WorkloadError> {
-        Err(crate::workload::WorkloadError::Tokenizer {
-            context: "simulator word counter".into(),
-            message: "word hashes cannot be decoded".into(),
-        })
-    }
-
-    fn exact(&self) -> bool {
-        true
-    }
-
-    fn count(&self, text: &str) -> Result<usize, crate::workload::WorkloadError> {
-        Ok(count_words(text) as usize)
-    }
-}

@@ -18,6 +18,7 @@
 pub mod dataset;
 pub mod exact_len;
 pub mod prompts;
+pub mod server_tokenizer;
 pub mod session;
 pub mod tokenize;
 

@@ -1,0 +1,394 @@
+//! Request sources built from workload settings, shared by `bench` and
+//! campaign runs: exact-length synthetic prompts, built-in prompt kinds,
+//! datasets, and multi-turn scenarios.
+//!
+//! Prompt lengths are counted with the best tokenizer available — the
+//! model's `tokenizer.json`, else the server's own tokenize endpoint, else a
+//! declared approximation — and the tokens the server adds around a prompt
+//! (BOS, chat template) are measured once with a one-token request and
+//! subtracted, so `input_len` is what the server reports as `prompt_tokens`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::driver::{PreparedRequest, RequestSource, SessionWork, Work};
+use super::source::{PromptFn, PromptSource, SyntheticSource};
+use crate::client::openai::{build_body, Api, ChatMessage, PromptBody};
+use crate::client::Endpoint;
+use crate::workload::dataset::{self, DatasetFormat, LengthFilter};
+use crate::workload::server_tokenizer::ServerTokenizer;
+use crate::workload::{
+    ApproxCounter, ExactPromptBuilder, ExactPromptSpec, HfTokenizer, PromptSampler,
+    PromptSelection, Scenario, TokenCounter,
+};
+
+/// Shortest synthetic prompt the exact builder makes; shorter ones use random words.
+pub const MIN_EXACT_TOKENS: u64 = 64;
+
+/// Where prompts come from.
+#[derive(Debug, Clone)]
+pub enum Prompts {
+    /// Filler text of exactly `input_len` tokens, unique per request after `shared_prefix` tokens.
+    Synthetic {
+        /// Prompt tokens as the server will count them.
+        input_len: u64,
+        /// Leading tokens shared by every request.
+        shared_prefix: u64,
+    },
+    /// Built-in prompt kinds.
+    Kinds(PromptSelection),
+    /// A ShareGPT or JSONL dataset.
+    Dataset {
+        /// The file.
+        path: PathBuf,
+        /// Its format.
+        format: DatasetFormat,
+        /// Length filters.
+        filter: LengthFilter,
+    },
+    /// Multi-turn sessions of a scenario (chat API).
+    Scenario(Arc<Scenario>),
+}
+
+/// Everything needed to build a source.
+#[derive(Debug, Clone)]
+pub struct SourceSpec {
+    /// API flavour.
+    pub api: Api,
+    /// Served model name.
+    pub model: String,
+    /// Output tokens per request (per turn for scenarios, unless the turn sets its own).
+    pub output_len: u64,
+    /// Force exact output lengths.
+    pub ignore_eos: bool,
+    /// Seed for prompt choice and order.
+    pub seed: u64,
+    /// The prompts.
+    pub prompts: Prompts,
+    /// A tokenizer.json for exact counts.
+    pub tokenizer: Option<PathBuf>,
+    /// Requests that will be drawn, when known (built ahead of time).
+    pub count: Option<u64>,
+    /// Limit for the one-token request that measures the server's prompt overhead.
+    pub probe_timeout: Duration,
+}
+
+/// How the prompts were counted and corrected.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SourceInfo {
+    /// Which tokenizer counted prompt lengths.
+    pub counter: String,
+    /// Whether lengths are exact for the model.
+    pub exact: bool,
+    /// Tokens the server adds around a prompt (BOS, chat template), measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_overhead: Option<i64>,
+    /// What the dataset loader kept and dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<String>,
+}
+
+/// Pick the token counter: tokenizer.json, else the server's tokenize endpoint, else an approximation.
+pub async fn counter_for(
+    tokenizer: Option<&std::path::Path>,
+    endpoint: &Endpoint,
+) -> Result<(Arc<dyn TokenCounter>, String), String> {
+    if let Some(p) = tokenizer {
+        let t = HfTokenizer::from_file(p).map_err(|e| e.to_string())?;
+        return Ok((Arc::new(t), format!("tokenizer {}", p.display())));
+    }
+    let base = endpoint.base_url().to_string();
+    let probe = tokio::task::spawn_blocking(move || {
+        let t = ServerTokenizer::new(&base)?;
+        t.count("hello world").map(|_| t)
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    match probe {
+        Ok(t) => Ok((
+            Arc::new(t),
+            format!("server {}/tokenize", endpoint.base_url()),
+        )),
+        Err(_) => Ok((
+            Arc::new(ApproxCounter),
+            "approximate (about 4 bytes per token)".into(),
+        )),
+    }
+}
+
+/// Measure the tokens a server adds around a prompt: send `probe` (of
+/// `probe_tokens` counted tokens) asking for one output token and compare
+/// with the reported `prompt_tokens`.
+pub async fn template_overhead(
+    endpoint: &Endpoint,
+    model: &str,
+    probe: String,
+    probe_tokens: u64,
+    timeout: Duration,
+) -> Option<i64> {
+    let body = build_body(endpoint.api(), model, PromptBody::Text(probe), 1, false);
+    let now = std::time::Instant::now();
+    let rec = endpoint
+        .stream(Bytes::from(body), now, now, timeout, false)
+        .await;
+    rec.input_tokens.map(|p| p as i64 - probe_tokens as i64)
+}
+
+fn to_wire(messages: &[crate::workload::ChatMessage]) -> Vec<ChatMessage> {
+    messages
+        .iter()
+        .map(|m| ChatMessage {
+            role: m.role.to_string(),
+            content: m.content.clone(),
+        })
+        .collect()
+}
+
+struct SessionSource {
+    scenario: Arc<Scenario>,
+    output_tokens: u64,
+    body: super::driver::SessionBodyFn,
+}
+
+impl RequestSource for SessionSource {
+    fn next_work(&mut self, index: u64) -> Option<Work> {
+        Some(Work::Session(SessionWork {
+            session: index,
+            scenario: self.scenario.clone(),
+            output_tokens: self.output_tokens,
+            body: self.body.clone(),
+        }))
+    }
+}
+
+struct DatasetSource {
+    requests: Vec<PreparedRequest>,
+}
+
+impl RequestSource for DatasetSource {
+    fn next_work(&mut self, index: u64) -> Option<Work> {
+        if self.requests.is_empty() {
+            return None;
+        }
+        // Cycle through the sample when a level asks for more requests than it holds.
+        let r = &self.requests[(index as usize) % self.requests.len()];
+        Some(Work::Request(r.clone()))
+    }
+}
+
+/// Build the request source for `spec` against `endpoint`.
+pub async fn build_source(
+    spec: &SourceSpec,
+    endpoint: &Endpoint,
+) -> Result<(Box<dyn RequestSource>, SourceInfo), String> {
+    let mut info = SourceInfo::default();
+    match &spec.prompts {
+        Prompts::Scenario(scenario) => {
+            if spec.api != Api::Chat {
+                return Err(
+                    "multi-turn scenarios need the chat API (--api chat / api = \"chat\")".into(),
+                );
+            }
+            let (model, ignore_eos) = (spec.model.clone(), spec.ignore_eos);
+            let body: super::driver::SessionBodyFn = Arc::new(move |messages, output| {
+                Bytes::from(build_body(
+                    Api::Chat,
+                    &model,
+                    PromptBody::Messages(to_wire(messages)),
+                    output,
+                    ignore_eos,
+                ))
+            });
+            info.counter = "server usage".into();
+            info.exact = true;
+            Ok((
+                Box::new(SessionSource {
+                    scenario: scenario.clone(),
+                    output_tokens: spec.output_len,
+                    body,
+                }),
+                info,
+            ))
+        }
+        Prompts::Kinds(selection) => {
+            let mut sampler = PromptSampler::new(selection, spec.seed);
+            let prompt: PromptFn = Box::new(move |_| {
+                let (kind, text) = sampler.next_prompt();
+                Ok((text.to_string(), None, Some(kind.name().to_string())))
+            });
+            info.counter = "none (natural prompt lengths)".into();
+            let mut src = PromptSource::new(
+                spec.api,
+                spec.model.clone(),
+                spec.output_len,
+                spec.ignore_eos,
+                prompt,
+            );
+            if let Some(n) = spec.count.filter(|n| *n <= 100_000) {
+                src.prebuild(n)?;
+            }
+            Ok((Box::new(src), info))
+        }
+        Prompts::Dataset {
+            path,
+            format,
+            filter,
+        } => {
+            let (counter, name) = counter_for(spec.tokenizer.as_deref(), endpoint).await?;
+            info.exact = counter.exact();
+            info.counter = name;
+            let (path, format, filter, seed, limit) =
+                (path.clone(), *format, *filter, spec.seed, spec.count);
+            let sample = tokio::task::spawn_blocking(move || {
+                dataset::load(
+                    &path,
+                    format,
+                    counter.as_ref(),
+                    &filter,
+                    limit.map(|n| n as usize),
+                    seed,
+                )
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+            info.dataset = Some(sample.report.to_string());
+            if sample.requests.is_empty() {
+                return Err(format!("the dataset yields no request: {}", sample.report));
+            }
+            let requests = sample
+                .requests
+                .into_iter()
+                .map(|r| {
+                    let out = if spec.ignore_eos {
+                        spec.output_len
+                    } else {
+                        r.output_len.map(|n| n as u64).unwrap_or(spec.output_len)
+                    };
+                    PreparedRequest {
+                        body: Bytes::from(build_body(
+                            spec.api,
+                            &spec.model,
+                            PromptBody::Text(r.prompt),
+                            out,
+                            spec.ignore_eos,
+                        )),
+                        planned_input_tokens: Some(r.prompt_tokens as u64),
+                        output_tokens: out,
+                        label: Some(format!("dataset:{}", r.source)),
+                        capture_text: false,
+                    }
+                })
+                .collect();
+            Ok((Box::new(DatasetSource { requests }), info))
+        }
+        Prompts::Synthetic {
+            input_len,
+            shared_prefix,
+        } => {
+            if *input_len < MIN_EXACT_TOKENS {
+                info.counter = "random words (too short for an exact prompt)".into();
+                return Ok((
+                    Box::new(SyntheticSource {
+                        api: spec.api,
+                        model: spec.model.clone(),
+                        input_words: *input_len,
+                        output_tokens: spec.output_len,
+                        ignore_eos: spec.ignore_eos,
+                        seed: spec.seed,
+                    }),
+                    info,
+                ));
+            }
+            let (counter, name) = counter_for(spec.tokenizer.as_deref(), endpoint).await?;
+            info.exact = counter.exact();
+            info.counter = name;
+            let builder = {
+                let c = counter.clone();
+                tokio::task::spawn_blocking(move || ExactPromptBuilder::new(c))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?
+            };
+            let builder = Arc::new(builder);
+            // Measure what the server adds around a prompt, with a probe of known length.
+            let probe_spec = ExactPromptSpec {
+                tokens: MIN_EXACT_TOKENS as usize,
+                shared_prefix_tokens: 0,
+                seed: spec.seed ^ 0xC0FFEE,
+            };
+            let b = builder.clone();
+            let probe = tokio::task::spawn_blocking(move || b.build(&probe_spec, u64::MAX))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            let overhead = template_overhead(
+                endpoint,
+                &spec.model,
+                probe.text,
+                MIN_EXACT_TOKENS,
+                spec.probe_timeout,
+            )
+            .await;
+            info.template_overhead = overhead;
+            let correction = overhead.unwrap_or(0).max(0) as u64;
+            let content = input_len.saturating_sub(correction).max(MIN_EXACT_TOKENS);
+            let exact_spec = ExactPromptSpec {
+                tokens: content as usize,
+                shared_prefix_tokens: (*shared_prefix).min(content.saturating_sub(MIN_EXACT_TOKENS))
+                    as usize,
+                seed: spec.seed,
+            };
+            let planned = content + correction;
+            let label = if info.exact {
+                "synthetic"
+            } else {
+                "synthetic-approx"
+            };
+            let b = builder.clone();
+            let prompt: PromptFn = Box::new(move |i| {
+                let p = b.build(&exact_spec, i).map_err(|e| e.to_string())?;
+                Ok((p.text, Some(planned), Some(label.to_string())))
+            });
+            let mut src = PromptSource::new(
+                spec.api,
+                spec.model.clone(),
+                spec.output_len,
+                spec.ignore_eos,
+                prompt,
+            );
+            if let Some(n) = spec.count.filter(|n| *n <= 100_000) {
+                src = tokio::task::spawn_blocking(move || src.prebuild(n).map(|_| src))
+                    .await
+                    .map_err(|e| e.to_string())??;
+            }
+            Ok((Box::new(src), info))
+        }
+    }
+}
+
+/// Warnings when the server counted prompts differently from the plan.
+pub fn length_warnings(
+    records: &[crate::client::record::RequestRecord],
+    exact: bool,
+) -> Vec<String> {
+    if !exact {
+        return Vec::new();
+    }
+    let off: Vec<(u64, u64)> = records
+        .iter()
+        .filter(|r| r.is_ok() && r.session.is_none())
+        .filter_map(|r| Some((r.planned_input_tokens?, r.input_tokens?)))
+        .filter(|(p, a)| p.abs_diff(*a) > 2)
+        .collect();
+    match off.first() {
+        None => Vec::new(),
+        Some((p, a)) => vec![format!(
+            "{} requests' prompt lengths deviate by more than 2 tokens from the plan (e.g. planned {p}, server counted {a})",
+            off.len()
+        )],
+    }
+}

@@ -1,0 +1,161 @@
+//! Counting tokens with the running server's own tokenizer, through its
+//! tokenize endpoint (llama.cpp `POST /tokenize {"content"}`, vLLM and the
+//! simulator `POST /tokenize {"prompt"}`; both fields are sent).
+//!
+//! Prompt building is synchronous and happens before a level starts, so a
+//! small blocking HTTP/1.1 client on loopback is the simplest correct tool;
+//! callers run it on a blocking thread.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use super::{TokenCounter, WorkloadError};
+
+/// A token counter backed by a server's tokenize endpoint.
+#[derive(Debug, Clone)]
+pub struct ServerTokenizer {
+    host: String,
+    port: u16,
+}
+
+impl ServerTokenizer {
+    /// A counter for the server at `base_url` (`http://host:port`).
+    pub fn new(base_url: &str) -> Result<Self, WorkloadError> {
+        let rest = base_url.strip_prefix("http://").ok_or_else(|| {
+            WorkloadError::InvalidArgument(format!("`{base_url}` is not an http:// URL"))
+        })?;
+        let authority = rest.split('/').next().unwrap_or(rest);
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) => (
+                h.to_string(),
+                p.parse().map_err(|_| {
+                    WorkloadError::InvalidArgument(format!("bad port in `{base_url}`"))
+                })?,
+            ),
+            None => (authority.to_string(), 80),
+        };
+        Ok(Self { host, port })
+    }
+
+    fn post(&self, body: &[u8]) -> Result<(u16, Vec<u8>), String> {
+        let addr = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| e.to_string())?
+            .next()
+            .ok_or("no address")?;
+        let mut s =
+            TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(60)))
+            .map_err(|e| e.to_string())?;
+        let head = format!(
+            "POST /tokenize HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.host,
+            self.port,
+            body.len()
+        );
+        s.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
+        s.write_all(body).map_err(|e| e.to_string())?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).map_err(|e| e.to_string())?;
+        parse_response(&raw)
+    }
+}
+
+/// Split an HTTP/1.1 response into status and (de-chunked) body.
+fn parse_response(raw: &[u8]) -> Result<(u16, Vec<u8>), String> {
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("truncated HTTP response")?;
+    let head = String::from_utf8_lossy(&raw[..end]);
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or("no HTTP status")?;
+    let mut body = raw[end + 4..].to_vec();
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase().starts_with("transfer-encoding:")
+            && l.to_ascii_lowercase().contains("chunked")
+    });
+    if chunked {
+        let mut out = Vec::new();
+        let mut rest: &[u8] = &body;
+        loop {
+            let line_end = rest
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .ok_or("bad chunk")?;
+            let size = usize::from_str_radix(String::from_utf8_lossy(&rest[..line_end]).trim(), 16)
+                .map_err(|_| "bad chunk size")?;
+            rest = &rest[line_end + 2..];
+            if size == 0 {
+                break;
+            }
+            out.extend_from_slice(rest.get(..size).ok_or("short chunk")?);
+            rest = rest.get(size + 2..).unwrap_or(&[]);
+        }
+        body = out;
+    }
+    Ok((status, body))
+}
+
+impl TokenCounter for ServerTokenizer {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, WorkloadError> {
+        let req = serde_json::json!({"content": text, "prompt": text, "add_special": false, "add_special_tokens": false});
+        let err = |m: String| WorkloadError::Tokenizer {
+            context: format!("http://{}:{}/tokenize", self.host, self.port),
+            message: m,
+        };
+        let (status, body) = self.post(req.to_string().as_bytes()).map_err(err)?;
+        if status != 200 {
+            return Err(err(format!(
+                "HTTP {status}: {}",
+                String::from_utf8_lossy(&body)
+            )));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| err(e.to_string()))?;
+        let ids = v["tokens"]
+            .as_array()
+            .ok_or_else(|| err("answer has no `tokens` list".into()))?;
+        Ok(ids
+            .iter()
+            // llama.cpp may answer `{"id", "piece"}` objects when asked for pieces.
+            .map(|t| t.as_u64().or_else(|| t["id"].as_u64()).unwrap_or(0) as u32)
+            .collect())
+    }
+
+    fn decode(&self, _ids: &[u32]) -> Result<String, WorkloadError> {
+        Err(WorkloadError::Tokenizer {
+            context: "server tokenizer".into(),
+            message: "decoding through the server is not supported".into(),
+        })
+    }
+
+    fn exact(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn responses_with_length_and_chunked_bodies_parse() {
+        let (s, b) = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}").unwrap();
+        assert_eq!((s, b.as_slice()), (200, b"{}".as_slice()));
+        let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n3\r\n\":1\r\n1\r\n}\r\n0\r\n\r\n";
+        let (_, b) = parse_response(raw).unwrap();
+        assert_eq!(b, b"{\"a\":1}");
+        assert!(parse_response(b"HTTP/1.1 200").is_err());
+    }
+
+    #[test]
+    fn urls_give_host_and_port() {
+        let t = ServerTokenizer::new("http://127.0.0.1:8123/v1").unwrap();
+        assert_eq!((t.host.as_str(), t.port), ("127.0.0.1", 8123));
+        assert!(ServerTokenizer::new("https://x").is_err());
+    }
+}
