@@ -30,6 +30,8 @@ fn run(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// Stored results; temporary files of a write in progress are skipped
+/// (see `no_temporaries` for the check after a run has ended).
 fn cells(root: &Path) -> BTreeMap<String, serde_json::Value> {
     let mut out = BTreeMap::new();
     let Ok(servers) = std::fs::read_dir(root.join("cells")) else {
@@ -38,7 +40,9 @@ fn cells(root: &Path) -> BTreeMap<String, serde_json::Value> {
     for s in servers.flatten() {
         for c in std::fs::read_dir(s.path()).unwrap().flatten() {
             let name = c.file_name().to_string_lossy().into_owned();
-            assert!(!name.starts_with('.'), "temporary file left behind: {name}");
+            if name.starts_with('.') {
+                continue;
+            }
             let v: serde_json::Value = serde_json::from_slice(&std::fs::read(c.path()).unwrap())
                 .unwrap_or_else(|e| panic!("corrupt result {}: {e}", c.path().display()));
             out.insert(
@@ -52,6 +56,15 @@ fn cells(root: &Path) -> BTreeMap<String, serde_json::Value> {
         }
     }
     out
+}
+
+fn no_temporaries(root: &Path) {
+    for s in std::fs::read_dir(root.join("cells")).unwrap().flatten() {
+        for c in std::fs::read_dir(s.path()).unwrap().flatten() {
+            let name = c.file_name().to_string_lossy().into_owned();
+            assert!(!name.starts_with('.'), "temporary file left behind: {name}");
+        }
+    }
 }
 
 fn launches(root: &Path) -> usize {
@@ -120,6 +133,7 @@ fn quickstart_runs_end_to_end_with_one_launch_per_server_and_crash_evidence() {
     let root = dir.path().join("results/quickstart");
     assert_eq!(launches(&root), 4, "one launch per server config");
     let cells = cells(&root);
+    no_temporaries(&root);
     assert_eq!(cells.len(), 4 * 5, "{:?}", cells.keys().collect::<Vec<_>>());
     for (name, c) in &cells {
         if !name.starts_with("spec-crashy/") {
@@ -233,6 +247,7 @@ fn sigkill_mid_campaign_then_resume_measures_only_what_is_missing() {
     assert_eq!(code, 0, "{stderr}");
     let after = cells(&root);
     assert_eq!(after.len(), 12);
+    no_temporaries(&root);
     for (k, b) in &bytes_before {
         assert_eq!(
             &std::fs::read(root.join("cells").join(format!("{k}.json"))).unwrap(),

@@ -73,6 +73,10 @@ pub async fn run_campaign(
         .context("cannot locate the servebench executable")?
         .display()
         .to_string();
+    let cleaned = store.clean_temporaries();
+    if cleaned > 0 {
+        eprintln!("removed {cleaned} temporary files left by an interrupted run");
+    }
     let index = store.index();
     let plan = plan::build(c, &index, &opts.plan, &self_exe);
     eprint!("{}", plan::render(&plan, false));
@@ -330,7 +334,19 @@ async fn run_group(
                 // The cell in flight is lost by design; nothing partial is stored.
                 break 'launches;
             }
-            let crashed = running.local.as_mut().and_then(|s| s.exited());
+            let broken = match &measured {
+                Ok(sum) => sum
+                    .failures_by_class
+                    .keys()
+                    .any(|k| k == "connection" || k == "protocol"),
+                Err(_) => true,
+            };
+            let crashed = match running.local.as_mut() {
+                // Connections break a moment before the dying process is reaped.
+                Some(server) if broken => wait_for_exit(server, Duration::from_secs(2)).await,
+                Some(server) => server.exited(),
+                None => None,
+            };
             match (measured, crashed) {
                 (_, Some(status)) => {
                     let tail = running
@@ -411,6 +427,23 @@ async fn run_group(
         return Ok(false);
     }
     Ok(cancel.is_cancelled())
+}
+
+/// The server's exit status if it ends within `limit`.
+async fn wait_for_exit(
+    server: &mut LocalServer,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let start = tokio::time::Instant::now();
+    loop {
+        if let Some(s) = server.exited() {
+            return Some(s);
+        }
+        if start.elapsed() >= limit {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 fn print_cell_line(r: &CellResult) {

@@ -220,6 +220,31 @@ impl Store {
         Ok(path)
     }
 
+    /// Remove temporary files left by writes that were interrupted (a killed
+    /// run); returns how many were removed. Finished results are never touched.
+    pub fn clean_temporaries(&self) -> usize {
+        let mut removed = 0;
+        let Ok(servers) = std::fs::read_dir(self.root.join("cells")) else {
+            return 0;
+        };
+        for s in servers.flatten() {
+            let Ok(cells) = std::fs::read_dir(s.path()) else {
+                continue;
+            };
+            for c in cells.flatten() {
+                let name = c.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with('.')
+                    && name.contains(".tmp-")
+                    && std::fs::remove_file(c.path()).is_ok()
+                {
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
     /// Every stored cell result file.
     pub fn files(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
