@@ -215,15 +215,31 @@ pub fn resolve(raw: &RawLauncher, src: &Source, at: usize) -> Result<Launcher, C
             span_of(&raw.options),
             &[LauncherKind::Ssh, LauncherKind::Systemd],
         ),
-        ("forward_port", span_of(&raw.forward_port), &[LauncherKind::Ssh]),
+        (
+            "forward_port",
+            span_of(&raw.forward_port),
+            &[LauncherKind::Ssh],
+        ),
         ("ssh_host", span_of(&raw.ssh_host), &[LauncherKind::Systemd]),
-        ("properties", span_of(&raw.properties), &[LauncherKind::Systemd]),
+        (
+            "properties",
+            span_of(&raw.properties),
+            &[LauncherKind::Systemd],
+        ),
         ("partition", span_of(&raw.partition), &[LauncherKind::Slurm]),
         ("account", span_of(&raw.account), &[LauncherKind::Slurm]),
         ("gpus_flag", span_of(&raw.gpus_flag), &[LauncherKind::Slurm]),
         ("nodes", span_of(&raw.nodes), &[LauncherKind::Slurm]),
-        ("extra_sbatch", span_of(&raw.extra_sbatch), &[LauncherKind::Slurm]),
-        ("time_margin", span_of(&raw.time_margin), &[LauncherKind::Slurm]),
+        (
+            "extra_sbatch",
+            span_of(&raw.extra_sbatch),
+            &[LauncherKind::Slurm],
+        ),
+        (
+            "time_margin",
+            span_of(&raw.time_margin),
+            &[LauncherKind::Slurm],
+        ),
     ];
     for (key, span, kinds) in keys {
         if let Some(offset) = span {
@@ -242,9 +258,7 @@ pub fn resolve(raw: &RawLauncher, src: &Source, at: usize) -> Result<Launcher, C
     }
     let text = |v: &Option<Spanned<String>>| v.as_ref().map(|s| s.get_ref().trim().to_string());
     let list = |v: &Option<Spanned<Vec<String>>>| {
-        v.as_ref()
-            .map(|s| s.get_ref().clone())
-            .unwrap_or_default()
+        v.as_ref().map(|s| s.get_ref().clone()).unwrap_or_default()
     };
     Ok(match kind {
         LauncherKind::Local => Launcher::Local,
@@ -328,9 +342,16 @@ num_requests = 2
     #[test]
     fn default_is_local_and_each_kind_resolves() {
         let (raw, src) = parse(Path::new("c.toml"), BASE).unwrap();
-        assert_eq!(resolve_campaign(raw, &src).unwrap().launcher, Launcher::Local);
+        assert_eq!(
+            resolve_campaign(raw, &src).unwrap().launcher,
+            Launcher::Local
+        );
         let c = load("kind = \"ssh\"\nhost = \"gpu1\"\nuser = \"bench\"\nport = 2222\noptions = [\"-i\", \"k\"]\nforward_port = true\n").unwrap();
-        let Launcher::Ssh { target, forward_port } = &c.launcher else {
+        let Launcher::Ssh {
+            target,
+            forward_port,
+        } = &c.launcher
+        else {
             panic!("{:?}", c.launcher)
         };
         assert!(forward_port);
@@ -338,7 +359,10 @@ num_requests = 2
             target.argv()[7..],
             ["-p", "2222", "-i", "k", "bench@gpu1"].map(String::from)
         );
-        let c = load("kind = \"slurm\"\npartition = \"gpu\"\ngpus_flag = \"gres\"\ntime_margin = \"30m\"\n").unwrap();
+        let c = load(
+            "kind = \"slurm\"\npartition = \"gpu\"\ngpus_flag = \"gres\"\ntime_margin = \"30m\"\n",
+        )
+        .unwrap();
         let Launcher::Slurm(s) = &c.launcher else {
             panic!()
         };
@@ -353,7 +377,10 @@ num_requests = 2
         // Line 11 is `[launcher]`; the offending key is on line 13.
         let e = load("kind = \"slurm\"\nhost = \"x\"\n").unwrap_err();
         assert_eq!((e.line, e.col), (13, 8), "{e}");
-        assert!(e.message.contains("`host` is a key of the ssh launcher"), "{e}");
+        assert!(
+            e.message.contains("`host` is a key of the ssh launcher"),
+            "{e}"
+        );
         let e = load("kind = \"ssh\"\nhots = \"x\"\n").unwrap_err();
         assert_eq!(e.line, 13, "{e}");
         assert!(e.message.contains("unknown field `hots`"), "{e}");
