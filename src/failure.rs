@@ -29,6 +29,8 @@ pub enum FailureClass {
     Suspicious,
     /// The requests could not be built (prompt source, tokenizer, dataset).
     Workload,
+    /// The cluster scheduler ended the job (cancelled, pre-empted, time limit, node failure).
+    Scheduler,
 }
 
 impl FailureClass {
@@ -45,6 +47,7 @@ impl FailureClass {
             Self::Connection => "connection",
             Self::Suspicious => "suspicious",
             Self::Workload => "workload",
+            Self::Scheduler => "scheduler",
         }
     }
 }

@@ -105,6 +105,22 @@ fn plan_options(s: &cli::SelectArgs) -> anyhow::Result<plan::PlanOptions> {
     })
 }
 
+/// The selection flags a Slurm job repeats, so it measures what was planned.
+fn job_args(s: &cli::SelectArgs) -> Vec<String> {
+    let mut v = Vec::new();
+    for o in &s.only {
+        v.push("--only".to_string());
+        v.push(o.clone());
+    }
+    if s.force {
+        v.push("--force".into());
+    }
+    if s.rerun_failed {
+        v.push("--rerun-failed".into());
+    }
+    v
+}
+
 fn run_plan(a: cli::PlanArgs) -> anyhow::Result<ExitCode> {
     let c = campaign::load_campaign(&a.campaign)?;
     let opts = plan_options(&a.select)?;
@@ -115,6 +131,9 @@ fn run_plan(a: cli::PlanArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&p)?);
     } else {
         print!("{}", plan::render(&p, a.show_commands));
+        if let Some(line) = launcher::slurm::plan_summary(&c, &p) {
+            print!("{line}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -125,6 +144,9 @@ async fn run_run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
         plan: plan_options(&a.select)?,
         fail_fast: a.fail_fast,
         dry_run: a.dry_run,
+        parallel: a.parallel as usize,
+        local: a.local,
+        job_args: job_args(&a.select),
     };
     let outcome = runner::run_campaign(&c, &opts, cancel).await?;
     if a.dry_run {

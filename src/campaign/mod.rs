@@ -5,6 +5,7 @@
 //! meaning is checked later (durations, SLOs, ids) keep their source span so
 //! [`resolve`] can point at them too.
 
+pub mod launcher;
 pub mod resolve;
 
 use std::collections::BTreeMap;
@@ -120,6 +121,9 @@ pub struct RawHardware {
     /// Memory of one GPU, e.g. `96GiB`.
     #[serde(default)]
     pub gpu_memory: Option<Spanned<String>>,
+    /// Use GPUs even when `nvidia-smi` shows another process's memory on them (default false).
+    #[serde(default)]
+    pub use_busy_gpus: bool,
 }
 
 /// One server config (`[[server]]` or `[defaults]`).
@@ -321,6 +325,9 @@ pub struct RawCampaign {
     /// `[run]`.
     #[serde(default)]
     pub run: RawRun,
+    /// `[launcher]`.
+    #[serde(default)]
+    pub launcher: Option<Spanned<launcher::RawLauncher>>,
 }
 
 /// Source text of a campaign, kept to turn byte spans into line:column.

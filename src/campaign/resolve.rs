@@ -50,6 +50,9 @@ pub struct Hardware {
     pub exclude_gpus: Vec<u32>,
     /// Memory of one GPU.
     pub gpu_memory_bytes: Option<u64>,
+    /// Use GPUs that other processes already hold memory on.
+    #[serde(default)]
+    pub use_busy_gpus: bool,
 }
 
 /// One server configuration: everything that needs its own server process.
@@ -236,6 +239,9 @@ pub struct Campaign {
     pub workloads: Vec<WorkloadPoint>,
     /// Run options.
     pub run: RunOptions,
+    /// Where servers are started (not part of any cell's identity).
+    #[serde(default)]
+    pub launcher: super::launcher::Launcher,
 }
 
 fn duration(
@@ -389,6 +395,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
             .collect(),
         exclude_gpus: raw.hardware.exclude_gpus.clone(),
         gpu_memory_bytes,
+        use_busy_gpus: raw.hardware.use_busy_gpus,
     };
 
     let servers = expand_servers(&raw, src)?;
@@ -427,6 +434,10 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     }
 
     let workloads = expand_workloads(&raw, src, run.repetitions)?;
+    let launcher = match &raw.launcher {
+        Some(l) => super::launcher::resolve(l.get_ref(), src, l.span().start)?,
+        None => Default::default(),
+    };
     Ok(Campaign {
         name,
         file: src.path.clone(),
@@ -438,6 +449,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         servers,
         workloads,
         run,
+        launcher,
     })
 }
 

@@ -38,6 +38,21 @@ pub struct LocalServer {
 impl LocalServer {
     /// Start the process; a failure to exec is a `start_failed` failure.
     pub fn spawn(spec: &LaunchSpec) -> Result<Self, Failure> {
+        Self::spawn_with(spec, false).map(|(s, _)| s)
+    }
+
+    /// Start the process with its stdin a pipe held by the caller (closing
+    /// it tells the process to stop; the SSH launcher relies on this).
+    pub fn spawn_piped(
+        spec: &LaunchSpec,
+    ) -> Result<(Self, Option<tokio::process::ChildStdin>), Failure> {
+        Self::spawn_with(spec, true)
+    }
+
+    fn spawn_with(
+        spec: &LaunchSpec,
+        piped: bool,
+    ) -> Result<(Self, Option<tokio::process::ChildStdin>), Failure> {
         let (program, args) = spec
             .argv
             .split_first()
@@ -57,7 +72,7 @@ impl LocalServer {
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args)
             .envs(&spec.env)
-            .stdin(Stdio::null())
+            .stdin(if piped { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(err))
             .process_group(0)
@@ -69,17 +84,21 @@ impl LocalServer {
                 Ok(())
             });
         }
-        let child = cmd
+        let mut child = cmd
             .spawn()
             .map_err(|e| start_failed(format!("cannot start `{program}`: {e}")))?;
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-        Ok(Self {
-            child,
-            pgid,
-            log: spec.log.clone(),
-            log_start,
-            exit: None,
-        })
+        let stdin = child.stdin.take();
+        Ok((
+            Self {
+                child,
+                pgid,
+                log: spec.log.clone(),
+                log_start,
+                exit: None,
+            },
+            stdin,
+        ))
     }
 
     /// The process (and group) id.
@@ -91,6 +110,21 @@ impl LocalServer {
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         if self.exit.is_none() {
             if let Ok(Some(s)) = self.child.try_wait() {
+                self.exit = Some(s);
+            }
+        }
+        self.exit
+    }
+
+    /// The log file and where this launch's output starts in it.
+    pub fn log_position(&self) -> (&Path, u64) {
+        (&self.log, self.log_start)
+    }
+
+    /// Wait up to `limit` for the process to exit on its own.
+    pub async fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        if self.exit.is_none() {
+            if let Ok(Ok(s)) = tokio::time::timeout(limit, self.child.wait()).await {
                 self.exit = Some(s);
             }
         }

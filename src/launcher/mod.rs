@@ -1,10 +1,21 @@
 //! Launchers start and stop server processes. `local` runs a child in its
-//! own process group; every launched server sits in a guard that stops the
-//! whole group on every exit path, panics included.
+//! own process group; `ssh` runs it in its own session on a remote host;
+//! `systemd` makes it a transient unit; `slurm` submits one job per server
+//! config, each running `servebench run --local` on its node. Every launched
+//! server sits in a guard ([`ServerHandle`]) that stops it on every exit
+//! path, panics included.
 
+pub mod gpu;
 pub mod local;
+pub mod slurm;
+pub mod ssh;
+pub mod systemd;
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::campaign::launcher::Launcher;
 
 use tokio_util::sync::CancellationToken;
 
@@ -51,4 +62,121 @@ pub async fn wait_healthy(
             }
         }
     }
+}
+
+/// What to start, wherever it runs.
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Extra environment (`CUDA_VISIBLE_DEVICES` included).
+    pub env: BTreeMap<String, String>,
+    /// Local log file the server's output is appended to.
+    pub log: PathBuf,
+    /// A header written before this launch's output.
+    pub header: String,
+    /// The port the server listens on (on its host).
+    pub port: u16,
+    /// Name for a systemd unit.
+    pub unit: String,
+    /// SIGTERM → SIGKILL grace.
+    pub grace: Duration,
+}
+
+/// The address a server must bind so that servebench can reach it.
+pub fn bind_host(l: &Launcher) -> &'static str {
+    match l {
+        Launcher::Ssh {
+            forward_port: false,
+            ..
+        }
+        | Launcher::Systemd { ssh: Some(_), .. } => "0.0.0.0",
+        _ => "127.0.0.1",
+    }
+}
+
+/// A started server, stopped when dropped.
+pub enum ServerHandle {
+    /// A local child process group.
+    Local(local::LocalServer),
+    /// A process group on a remote host.
+    Ssh(ssh::SshServer),
+    /// A transient systemd unit.
+    Systemd(systemd::SystemdServer),
+}
+
+impl ServerHandle {
+    /// How the server ended, if it has.
+    pub fn exited(&mut self) -> Option<String> {
+        match self {
+            ServerHandle::Local(s) => s.exited().map(local::describe_exit),
+            ServerHandle::Ssh(s) => s.exited(),
+            ServerHandle::Systemd(s) => s.exited(),
+        }
+    }
+
+    /// This launch's log output, at most the last `max_lines` lines.
+    pub fn log_tail(&self, max_lines: usize) -> String {
+        match self {
+            ServerHandle::Local(s) => s.log_tail(max_lines),
+            ServerHandle::Ssh(s) => s.log_tail(max_lines),
+            ServerHandle::Systemd(s) => s.log_tail(max_lines),
+        }
+    }
+
+    /// Stop it: SIGTERM, grace, SIGKILL. Returns whether SIGKILL was needed.
+    pub async fn stop(&mut self, grace: Duration) -> bool {
+        match self {
+            ServerHandle::Local(s) => s.stop(grace).await,
+            ServerHandle::Ssh(s) => s.stop(grace).await,
+            ServerHandle::Systemd(s) => s.stop(grace).await,
+        }
+    }
+
+    /// Where it runs, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            ServerHandle::Local(s) => format!("pid {}", s.pid()),
+            ServerHandle::Ssh(s) => s.describe(),
+            ServerHandle::Systemd(s) => s.describe(),
+        }
+    }
+}
+
+/// Start a server with the campaign's launcher; returns it and the base URL
+/// servebench reaches it at. (Slurm jobs run servebench itself on the node,
+/// which starts its servers locally, so `slurm` starts locally here.)
+pub async fn start(l: &Launcher, req: &StartRequest) -> Result<(ServerHandle, String), Failure> {
+    match l {
+        Launcher::Local | Launcher::Slurm(_) => {
+            let s = local::LocalServer::spawn(&local::LaunchSpec {
+                argv: req.argv.clone(),
+                env: req.env.clone(),
+                log: req.log.clone(),
+                header: req.header.clone(),
+            })?;
+            Ok((
+                ServerHandle::Local(s),
+                format!("http://127.0.0.1:{}", req.port),
+            ))
+        }
+        Launcher::Ssh {
+            target,
+            forward_port,
+        } => {
+            let (s, url) = ssh::SshServer::start(target, *forward_port, req).await?;
+            Ok((ServerHandle::Ssh(s), url))
+        }
+        Launcher::Systemd { ssh, properties } => {
+            let (s, url) = systemd::SystemdServer::start(ssh.as_ref(), properties, req)?;
+            Ok((ServerHandle::Systemd(s), url))
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released).
+pub fn local_free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }

@@ -8,6 +8,7 @@
 //! its remaining cells `not_run` (or restarts once, if asked). A killed run
 //! loses at most the cell in flight; the next run resumes from the store.
 
+pub mod parallel;
 pub mod summary;
 
 use std::sync::Arc;
@@ -16,12 +17,12 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use crate::campaign::launcher::Launcher;
 use crate::campaign::{Campaign, PromptSource, WorkloadPoint};
 use crate::client::Endpoint;
 use crate::engine::{self, EngineKind};
 use crate::failure::{Failure, FailureClass};
-use crate::launcher::local::{describe_exit, LaunchSpec, LocalServer};
-use crate::launcher::wait_healthy;
+use crate::launcher::{wait_healthy, ServerHandle, StartRequest};
 use crate::load::driver::{run_level, HttpExecutor, LevelPlan, StopCondition};
 use crate::load::workloads::{build_source, length_warnings, Prompts, SourceSpec};
 use crate::metrics::level::{summarize, LevelSummary};
@@ -40,6 +41,12 @@ pub struct RunOptions {
     pub fail_fast: bool,
     /// Print the plan and stop.
     pub dry_run: bool,
+    /// Server groups run side by side (0 or 1: one at a time).
+    pub parallel: usize,
+    /// Start servers on this machine whatever `[launcher]` says (inside Slurm jobs).
+    pub local: bool,
+    /// Arguments each Slurm job's `servebench run` gets besides its server filter.
+    pub job_args: Vec<String>,
 }
 
 /// What a run did.
@@ -80,6 +87,9 @@ pub async fn run_campaign(
     let index = store.index();
     let plan = plan::build(c, &index, &opts.plan, &self_exe);
     eprint!("{}", plan::render(&plan, false));
+    if let Some(line) = crate::launcher::slurm::plan_summary(c, &plan) {
+        eprint!("{line}");
+    }
     let mut out = RunOutcome::default();
     if opts.dry_run {
         return Ok(out);
@@ -87,7 +97,6 @@ pub async fn run_campaign(
     std::fs::create_dir_all(store.root())
         .with_context(|| format!("cannot create {}", store.root().display()))?;
     let total_eta: f64 = plan.groups.iter().map(|g| g.eta_s()).sum();
-    let started = std::time::Instant::now();
     for g in &plan.groups {
         for cell in &g.cells {
             match &cell.verdict {
@@ -103,22 +112,20 @@ pub async fn run_campaign(
             }
         }
     }
-    for g in plan.groups.iter().filter(|g| g.needs_launch()) {
-        if cancel.is_cancelled() {
-            out.interrupted = true;
-            break;
-        }
-        let elapsed = started.elapsed().as_secs_f64();
-        eprintln!(
-            "== server {} ({} cells to run; campaign ETA {} left)",
-            g.server.id,
-            g.cells.iter().filter(|c| c.verdict.runs()).count(),
-            fmt_s((total_eta - elapsed).max(0.0))
-        );
-        let stop_all = run_group(c, g, &store, &cancel, opts, &mut out).await?;
-        if stop_all {
-            break;
-        }
+    if matches!(c.launcher, Launcher::Slurm(_)) && !opts.local {
+        crate::launcher::slurm::submit(
+            c,
+            &plan,
+            &store,
+            &self_exe,
+            &opts.job_args,
+            &cancel,
+            &mut out,
+        )
+        .await?;
+    } else {
+        let groups: Vec<&ServerGroup> = plan.groups.iter().filter(|g| g.needs_launch()).collect();
+        parallel::run_groups(c, &groups, &store, &cancel, opts, &mut out, total_eta).await?;
     }
     if cancel.is_cancelled() {
         out.interrupted = true;
@@ -126,7 +133,17 @@ pub async fn run_campaign(
     Ok(out)
 }
 
-fn base_result(c: &Campaign, g: &ServerGroup, cell: &PlannedCell) -> CellResult {
+/// The line printed when a group starts.
+fn announce(g: &ServerGroup, eta_left: f64) {
+    eprintln!(
+        "== server {} ({} cells to run; campaign ETA {} left)",
+        g.server.id,
+        g.cells.iter().filter(|c| c.verdict.runs()).count(),
+        fmt_s(eta_left.max(0.0))
+    );
+}
+
+pub(crate) fn base_result(c: &Campaign, g: &ServerGroup, cell: &PlannedCell) -> CellResult {
     CellResult {
         schema_version: CELL_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -156,15 +173,9 @@ fn base_result(c: &Campaign, g: &ServerGroup, cell: &PlannedCell) -> CellResult 
 
 /// A launched (or external) server for one group.
 struct Running {
-    local: Option<LocalServer>,
+    local: Option<ServerHandle>,
     url: String,
     run: ServerRun,
-}
-
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 async fn launch(
@@ -173,6 +184,7 @@ async fn launch(
     store: &Store,
     launch_no: u32,
     cancel: &CancellationToken,
+    slot: &parallel::Slot<'_>,
 ) -> Result<Running, (Failure, ServerRun)> {
     let (log_path, log_rel) = store.log_path(&g.server.id);
     let mut run = ServerRun {
@@ -189,7 +201,7 @@ async fn launch(
             run,
         });
     }
-    let port = free_port().map_err(|e| {
+    let port = crate::launcher::local_free_port().map_err(|e| {
         (
             Failure::new(FailureClass::StartFailed, format!("no free port: {e}")),
             run.clone(),
@@ -197,6 +209,7 @@ async fn launch(
     })?;
     let mut spec = g.spec.clone();
     spec.port = port;
+    spec.host = crate::launcher::bind_host(slot.launcher).to_string();
     let self_exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
@@ -207,14 +220,8 @@ async fn launch(
         )
     })?;
     let mut env = spec.env.clone();
-    if !c.hardware.gpus.is_empty() {
-        let gpus: Vec<u32> = c
-            .hardware
-            .gpus
-            .iter()
-            .copied()
-            .take(g.server.tp as usize)
-            .collect();
+    if !slot.gpus.is_empty() {
+        let gpus = slot.gpus.clone();
         env.insert(
             "CUDA_VISIBLE_DEVICES".into(),
             gpus.iter()
@@ -225,7 +232,6 @@ async fn launch(
         run.gpus = gpus;
     }
     run.command = argv.clone();
-    run.url = format!("http://127.0.0.1:{port}");
     let header = format!(
         "{} launch {} of {}: {}",
         now_rfc3339(),
@@ -233,13 +239,19 @@ async fn launch(
         g.server.id,
         plan::shell_words(&argv)
     );
-    let mut server = LocalServer::spawn(&LaunchSpec {
+    let req = StartRequest {
         argv,
         env,
         log: log_path,
         header,
-    })
-    .map_err(|f| (f, run.clone()))?;
+        port,
+        unit: crate::launcher::systemd::unit_name(&[&c.name, &g.server.id]),
+        grace: c.run.grace_period,
+    };
+    let (mut server, url) = crate::launcher::start(slot.launcher, &req)
+        .await
+        .map_err(|f| (f, run.clone()))?;
+    run.url = url;
     let endpoint =
         Endpoint::new(&run.url, crate::client::openai::Api::Completions).map_err(|e| {
             (
@@ -252,18 +264,18 @@ async fn launch(
         c.engine.kind.health_path(),
         c.run.health_timeout,
         cancel,
-        || server.exited().map(describe_exit),
+        || server.exited(),
     )
     .await;
     match health {
         Ok(d) => {
             run.startup_s = Some(d.as_secs_f64());
             eprintln!(
-                "   {} healthy after {:.1}s on {} (pid {})",
+                "   {} healthy after {:.1}s on {} ({})",
                 g.server.id,
                 d.as_secs_f64(),
                 run.url,
-                server.pid()
+                server.describe()
             );
             Ok(Running {
                 local: Some(server),
@@ -287,13 +299,14 @@ async fn run_group(
     cancel: &CancellationToken,
     opts: &RunOptions,
     out: &mut RunOutcome,
+    slot: &parallel::Slot<'_>,
 ) -> anyhow::Result<bool> {
     let cells: Vec<&PlannedCell> = g.cells.iter().filter(|c| c.verdict.runs()).collect();
     let mut launch_no = 1;
     let mut retried = false;
     let mut i = 0;
     'launches: while i < cells.len() {
-        let mut running = match launch(c, g, store, launch_no, cancel).await {
+        let mut running = match launch(c, g, store, launch_no, cancel, slot).await {
             Ok(r) => r,
             Err((failure, run)) => {
                 if cancel.is_cancelled() {
@@ -328,8 +341,12 @@ async fn run_group(
             let mut r = base_result(c, g, cell);
             r.server_run = Some(running.run.clone());
             eprintln!("   [{}] {} ...", g.server.id, cell.name);
+            let window = slot.tracker.begin(&g.server.id, &cell.name);
             let measured = measure(c, cell, &running.url, cancel).await;
             r.finished_at = now_rfc3339();
+            if let Some(run) = r.server_run.as_mut() {
+                run.concurrent_with = slot.tracker.finish(window);
+            }
             if cancel.is_cancelled() {
                 // The cell in flight is lost by design; nothing partial is stored.
                 break 'launches;
@@ -356,7 +373,7 @@ async fn run_group(
                         .unwrap_or_default();
                     let f = Failure::new(
                         FailureClass::Crashed,
-                        format!("server died during this cell ({})", describe_exit(status)),
+                        format!("server died during this cell ({status})"),
                     )
                     .with_log(&tail);
                     eprintln!("   [{}] {} crashed: {}", g.server.id, cell.name, f.detail);
@@ -429,11 +446,8 @@ async fn run_group(
     Ok(cancel.is_cancelled())
 }
 
-/// The server's exit status if it ends within `limit`.
-async fn wait_for_exit(
-    server: &mut LocalServer,
-    limit: Duration,
-) -> Option<std::process::ExitStatus> {
+/// How the server ended, if it ends within `limit`.
+async fn wait_for_exit(server: &mut ServerHandle, limit: Duration) -> Option<String> {
     let start = tokio::time::Instant::now();
     loop {
         if let Some(s) = server.exited() {
