@@ -33,6 +33,34 @@ pub enum Command {
     Sim(SimArgs),
     /// Estimate GPU memory, KV capacity and feasibility of one server config.
     Memory(MemoryArgs),
+    /// Read an engine's server log and print the facts that explain results.
+    Logs(LogsArgs),
+}
+
+/// Arguments of `servebench logs`.
+#[derive(Debug, Clone, Args)]
+pub struct LogsArgs {
+    /// The server log file.
+    pub file: PathBuf,
+    /// Which engine wrote it.
+    #[arg(long, value_enum)]
+    pub engine: LogEngineArg,
+    /// Print JSON instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Engines whose logs can be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogEngineArg {
+    /// SGLang.
+    Sglang,
+    /// vLLM.
+    Vllm,
+    /// llama.cpp.
+    Llamacpp,
+    /// The built-in simulator.
+    Sim,
 }
 
 /// Arguments of `servebench init`.

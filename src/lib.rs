@@ -66,6 +66,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         }
         cli::Command::Sim(args) => run_sim(args, cancel).await,
         cli::Command::Memory(args) => run_memory(args),
+        cli::Command::Logs(args) => run_logs(args),
     }
 }
 
@@ -173,6 +174,46 @@ async fn run_run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
     } else {
         ExitCode::SUCCESS
     })
+}
+
+fn run_logs(a: cli::LogsArgs) -> anyhow::Result<ExitCode> {
+    use telemetry::EngineKind as E;
+    let engine = match a.engine {
+        cli::LogEngineArg::Sglang => E::Sglang,
+        cli::LogEngineArg::Vllm => E::Vllm,
+        cli::LogEngineArg::Llamacpp => E::Llamacpp,
+        cli::LogEngineArg::Sim => E::Sim,
+    };
+    let bytes = std::fs::read(&a.file)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", a.file.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let facts = telemetry::logscan::scan_log(engine, &text);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&facts)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let v = serde_json::to_value(&facts)?;
+    let mut rows = Vec::new();
+    if let Some(obj) = v.as_object() {
+        for (k, val) in obj {
+            if val.is_null() || val.as_array().is_some_and(|a| a.is_empty()) {
+                continue;
+            }
+            let shown = match val {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            rows.push(vec![k.clone(), failure::truncate(&shown, 200)]);
+        }
+    }
+    print!("{}", ui::table::render(&["fact", "value"], &rows));
+    if let Some(cause) = telemetry::logscan::classify_failure(&text) {
+        println!(
+            "failure cause: {:?} at line {}: {}",
+            cause.kind, cause.line_number, cause.evidence
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_memory(a: cli::MemoryArgs) -> anyhow::Result<ExitCode> {

@@ -166,6 +166,16 @@ fn quickstart_runs_end_to_end_with_one_launch_per_server_and_crash_evidence() {
     let not_run = crashy.iter().filter(|c| c["status"] == "not_run").count();
     let ok = crashy.iter().filter(|c| c["status"] == "ok").count();
     assert!(not_run >= 1 && ok >= 1 && ok + not_run + 1 == 5);
+    // Acceptance comes from the simulator's metric deltas over each cell:
+    // 1 + 0.75 + 0.75² + 0.75³ ≈ 2.73 tokens per step for spec-k3.
+    let spec = &cells["spec-k3/chat-in512-out128-c1"]["telemetry"]["spec"];
+    assert!(
+        spec["source"].as_str().unwrap().contains("metrics delta"),
+        "{spec}"
+    );
+    let len = spec["acceptance"]["acceptance_length"].as_f64().unwrap();
+    assert!((len - 2.73).abs() < 0.25, "acceptance length {len}");
+    assert!(cells["baseline/chat-in512-out32-c1"]["telemetry"]["spec"].is_null());
     // The summary shows speedups over the baseline.
     assert!(
         stdout.contains("speedup") && stdout.contains("x /"),
@@ -486,4 +496,122 @@ grace_period = "3s"
         "{argv:?}"
     );
     assert!(stdout.contains("ngram"), "{stdout}");
+}
+
+#[test]
+fn real_llamacpp_speculation_is_counted_per_cell_and_depends_on_the_prompt() {
+    let python = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
+    let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/workload");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
+    let text = format!(
+        r#"
+[campaign]
+name = "spec"
+results_dir = "results"
+[model]
+path = "{gguf}"
+[engine]
+kind = "llamacpp"
+executable = ["{python}", "{script}"]
+args = ["--threads", "1", "--metrics"]
+[defaults]
+context_length = 2048
+max_running_requests = 1
+[[server]]
+id = "ngram"
+speculative = {{ method = "ngram", llamacpp_type = "ngram-simple" }}
+[[workload]]
+name = "repetitive"
+api = "chat"
+dataset = "{fixtures}/repetitive.jsonl"
+output_len = 64
+ignore_eos = true
+concurrency = 1
+num_requests = 3
+[[workload]]
+name = "creative"
+api = "chat"
+dataset = "{fixtures}/creative.jsonl"
+output_len = 64
+ignore_eos = true
+concurrency = 1
+num_requests = 3
+[run]
+health_timeout = "60s"
+grace_period = "3s"
+"#
+    );
+    let campaign = write_campaign(dir.path(), &text);
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    let cells = cells(&dir.path().join("results/spec"));
+    let rate = |name: &str| -> (f64, f64) {
+        let c = &cells[name];
+        let spec = &c["telemetry"]["spec"];
+        let drafted = spec["counts"]["draft_tokens"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{name}: {spec}"));
+        let accepted = spec["counts"]["accepted_tokens"].as_f64().unwrap();
+        // The counts are the sum over the cell's own requests (or, when no
+        // response carried any, the engine's counter deltas over the cell).
+        let per_request: f64 = c["summary"]["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r["draft_tokens"].as_f64())
+            .sum();
+        if spec["source"]
+            .as_str()
+            .unwrap()
+            .contains("response timings")
+        {
+            assert_eq!(per_request, drafted, "{name}");
+        } else {
+            assert_eq!(per_request, 0.0, "{name}");
+        }
+        assert!(
+            c["telemetry"]["metrics"]["generation_tokens"]
+                .as_f64()
+                .unwrap()
+                >= 3.0 * 64.0,
+            "{name}: metrics delta covers this cell"
+        );
+        (
+            drafted,
+            if drafted > 0.0 {
+                accepted / drafted
+            } else {
+                0.0
+            },
+        )
+    };
+    let (rep_drafted, rep_rate) = rate("ngram/repetitive-dataset-out64-c1");
+    let (_, creative_rate) = rate("ngram/creative-dataset-out64-c1");
+    assert!(
+        rep_drafted > 0.0,
+        "copying code gives the n-gram drafter material"
+    );
+    assert!(
+        rep_rate > creative_rate + 0.05,
+        "acceptance: repetitive {rep_rate:.2} vs creative {creative_rate:.2}\n{stderr}"
+    );
+    assert!(code == 0 || code == 3, "{stderr}");
+}
+
+#[test]
+fn logs_command_reads_engine_facts_and_the_crash_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    std::fs::write(&log, "sim: kv capacity 65536 tokens, max running requests 64, context length 32768\nsim: ready on 127.0.0.1:9\nCUDA error: an illegal instruction was encountered\n").unwrap();
+    let (code, stdout, _) = run(&["logs", log.to_str().unwrap(), "--engine", "sim", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["kv_cache_tokens"], 65536);
+    assert_eq!(v["max_running_requests"], 64);
+    let (_, stdout, _) = run(&["logs", log.to_str().unwrap(), "--engine", "sim"]);
+    assert!(
+        stdout.contains("failure cause: CudaError at line 3"),
+        "{stdout}"
+    );
 }

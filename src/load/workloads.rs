@@ -119,6 +119,32 @@ pub async fn counter_for(
     }
 }
 
+/// Builders already made, by counter: making one counts every filler line
+/// with the counter, which through a server's tokenize endpoint takes a
+/// while, so each server pays it once rather than once per cell.
+static BUILDERS: std::sync::OnceLock<
+    std::sync::Mutex<std::collections::HashMap<String, Arc<ExactPromptBuilder>>>,
+> = std::sync::OnceLock::new();
+
+async fn cached_builder(
+    key: &str,
+    counter: Arc<dyn TokenCounter>,
+) -> Result<Arc<ExactPromptBuilder>, String> {
+    let cache = BUILDERS.get_or_init(Default::default);
+    if let Some(b) = cache.lock().ok().and_then(|m| m.get(key).cloned()) {
+        return Ok(b);
+    }
+    let built = tokio::task::spawn_blocking(move || ExactPromptBuilder::new(counter))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let built = Arc::new(built);
+    if let Ok(mut m) = cache.lock() {
+        m.insert(key.to_string(), built.clone());
+    }
+    Ok(built)
+}
+
 /// Measure the tokens a server adds around a prompt: send `probe` (of
 /// `probe_tokens` counted tokens) asking for one output token and compare
 /// with the reported `prompt_tokens`.
@@ -306,14 +332,7 @@ pub async fn build_source(
             let (counter, name) = counter_for(spec.tokenizer.as_deref(), endpoint).await?;
             info.exact = counter.exact();
             info.counter = name;
-            let builder = {
-                let c = counter.clone();
-                tokio::task::spawn_blocking(move || ExactPromptBuilder::new(c))
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string())?
-            };
-            let builder = Arc::new(builder);
+            let builder = cached_builder(&info.counter, counter.clone()).await?;
             // Measure what the server adds around a prompt, with a probe of known length.
             let probe_spec = ExactPromptSpec {
                 tokens: MIN_EXACT_TOKENS as usize,

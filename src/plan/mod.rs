@@ -77,6 +77,8 @@ pub struct ServerGroup {
     pub command: Result<Vec<String>, String>,
     /// Memory-model figures, when the model and GPU memory are known.
     pub memory: Option<feasibility::MemorySummary>,
+    /// KV capacity the engine itself reported in an earlier run, tokens.
+    pub reported_kv_tokens: Option<u64>,
     /// Its cells.
     pub cells: Vec<PlannedCell>,
     /// Estimated start-up time, s (0 when nothing runs).
@@ -185,7 +187,14 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
         if cells.is_empty() {
             continue;
         }
+        let reported_kv_tokens = index
+            .by_identity
+            .values()
+            .filter(|c| c.server_id == s.id)
+            .filter_map(|c| c.telemetry.as_ref()?.log.as_ref())
+            .find_map(|l| l.max_total_num_tokens.or(l.kv_cache_tokens));
         groups.push(ServerGroup {
+            reported_kv_tokens,
             startup_eta_s: speed.startup_s(&s.id),
             server: s.clone(),
             spec,
@@ -331,6 +340,19 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
         ));
         if let Some(m) = &g.memory {
             out.push_str(&format!("  memory: {}\n", m.line()));
+        }
+        if let Some(rep) = g.reported_kv_tokens {
+            let vs = match g.memory.as_ref().filter(|m| m.kv_capacity_tokens > 0) {
+                Some(m) => format!(
+                    " (estimate {} tokens, {:+.1}%)",
+                    m.kv_capacity_tokens,
+                    (m.kv_capacity_tokens as f64 / rep as f64 - 1.0) * 100.0
+                ),
+                None => String::new(),
+            };
+            out.push_str(&format!(
+                "  engine reported KV capacity: {rep} tokens{vs}\n"
+            ));
         }
         match &g.command {
             Ok(argv) if show_commands => {

@@ -10,6 +10,7 @@
 
 pub mod parallel;
 pub mod summary;
+pub mod telemetry;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -342,7 +343,23 @@ async fn run_group(
             r.server_run = Some(running.run.clone());
             eprintln!("   [{}] {} ...", g.server.id, cell.name);
             let window = slot.tracker.begin(&g.server.id, &cell.name);
+            let metrics_ep = Endpoint::new(&running.url, cell.workload.api).ok();
+            let before = match &metrics_ep {
+                Some(ep) => telemetry::scrape(ep, c.engine.kind).await,
+                None => Err("no endpoint".into()),
+            };
+            let sampler = telemetry::GpuSampler::start(&running.run.gpus);
             let measured = measure(c, cell, &running.url, cancel).await;
+            let (gpus, gpu_note) = sampler.finish(&running.run.gpus).await;
+            let after = match &metrics_ep {
+                Some(ep) => telemetry::scrape(ep, c.engine.kind).await,
+                None => Err("no endpoint".into()),
+            };
+            let log_text = running
+                .local
+                .as_ref()
+                .map(|s| s.log_tail(20_000))
+                .unwrap_or_default();
             r.finished_at = now_rfc3339();
             if let Some(run) = r.server_run.as_mut() {
                 run.concurrent_with = slot.tracker.finish(window);
@@ -409,11 +426,33 @@ async fn run_group(
                     r.failure = Some(Failure::new(FailureClass::Workload, e));
                 }
                 (Ok(summary), None) => {
-                    let (status, failure, warnings) = judge(&summary, g);
+                    let mut tel = telemetry::assemble(
+                        c.engine.kind,
+                        g.server.speculative.is_some(),
+                        before,
+                        after,
+                        &summary,
+                        &log_text,
+                    );
+                    tel.gpus = gpus;
+                    tel.gpu_note = gpu_note;
+                    let (mut status, mut failure, warnings) = judge(&summary, g);
+                    r.warnings.extend(warnings);
+                    if g.server.speculative.is_some()
+                        && tel.spec_suspicious()
+                        && status == CellStatus::Ok
+                    {
+                        let msg =
+                            "speculative decoding drafted tokens and the engine accepted none"
+                                .to_string();
+                        r.warnings.push(msg.clone());
+                        status = CellStatus::Suspicious;
+                        failure = Some(Failure::new(FailureClass::Suspicious, msg));
+                    }
                     r.status = status;
                     r.failure = failure;
-                    r.warnings.extend(warnings);
                     r.summary = Some(summary);
+                    r.telemetry = serde_json::to_value(&tel).ok();
                 }
             }
             let failed = r.status.is_failure();

@@ -153,6 +153,28 @@ pub struct StoredCell {
     /// Wall time of the measured level, s.
     #[serde(default)]
     pub summary: Option<SummaryLite>,
+    /// What the engine reported at start-up.
+    #[serde(default)]
+    pub telemetry: Option<TelemetryLite>,
+}
+
+/// The start-up facts of a stored cell's telemetry.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TelemetryLite {
+    /// Facts from the server log.
+    #[serde(default)]
+    pub log: Option<LogLite>,
+}
+
+/// KV capacity as the engine logged it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LogLite {
+    /// KV cache capacity in tokens (vLLM, llama.cpp).
+    #[serde(default)]
+    pub kv_cache_tokens: Option<u64>,
+    /// SGLang's `max_total_num_tokens`.
+    #[serde(default)]
+    pub max_total_num_tokens: Option<u64>,
 }
 
 /// Start-up time of a stored cell's server.
