@@ -45,7 +45,7 @@ impl Default for ReportOptions {
     fn default() -> Self {
         Self {
             baseline: None,
-            seed: 0x5e27e_be7c,
+            seed: 0x0005_e27e_be7c,
         }
     }
 }
@@ -1039,8 +1039,8 @@ fn overlaps(a: &Ranked, b: &Ranked) -> bool {
 fn slo_picks(cells: &[&CellResult], rng: &mut SplitMix) -> Vec<SloPick> {
     // (slo, family) → (server, load) → per-repetition (rate/GPU, share, cell)
     type Cand<'a> = Vec<(f64, f64, &'a CellResult, Slo)>;
-    let mut groups: BTreeMap<(String, String), BTreeMap<(usize, String, String), Cand>> =
-        BTreeMap::new();
+    type ByConfig<'a> = BTreeMap<(usize, String, String), Cand<'a>>;
+    let mut groups: BTreeMap<(String, String), ByConfig> = BTreeMap::new();
     let mut rank: HashMap<&str, usize> = HashMap::new();
     for c in cells.iter().filter(|c| usable(c.status)) {
         let n = rank.len();

@@ -340,7 +340,7 @@ mod tests {
         assert_eq!(step, 200.0);
         assert_eq!(t.first(), Some(&0.0));
         assert_eq!(t.last(), Some(&1000.0));
-        let (t, step) = ticks(0.0, 1.3);
+        let (t, step) = ticks(0.0, 1.1);
         assert!((step - 0.2).abs() < 1e-12);
         assert_eq!(tick_text(t[3], step), "0.6");
     }
