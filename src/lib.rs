@@ -11,6 +11,7 @@
 //! - [`failure`] — failure classes with evidence.
 //! - [`telemetry`] — Prometheus scrapes and deltas, engine log facts, GPU sampling (pure parsers).
 //! - [`sim`] — the built-in simulated OpenAI-compatible server.
+//! - [`report`] — tables, CSV, JSON and HTML from stored results; `compare`.
 //! - [`ui`] — progress display and terminal tables.
 //! - [`workload`] — tokenizers, exact-length prompts, prompt kinds, datasets, multi-turn scenarios.
 //! - [`util`] — unit parsing, atomic writes, process self-measurement.
@@ -29,6 +30,7 @@ pub mod load;
 pub mod memory;
 pub mod metrics;
 pub mod plan;
+pub mod report;
 pub mod runner;
 pub mod sim;
 pub mod store;
@@ -67,6 +69,8 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Sim(args) => run_sim(args, cancel).await,
         cli::Command::Memory(args) => run_memory(args),
         cli::Command::Logs(args) => run_logs(args),
+        cli::Command::Report(args) => run_report(args),
+        cli::Command::Compare(args) => run_compare(args),
     }
 }
 
@@ -164,6 +168,14 @@ async fn run_run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
         outcome.failed,
         c.results_dir.display()
     );
+    // The campaign's description lets `report` find the baseline and order
+    // later; the report itself is best effort: a failure to write it must
+    // not hide the run's own outcome.
+    match report::write_for_campaign(&c) {
+        Ok(Some(p)) => eprintln!("report: {}", p.display()),
+        Ok(None) => {}
+        Err(e) => eprintln!("report not written: {e:#}"),
+    }
     if outcome.interrupted {
         eprintln!("interrupted: finished cells are stored; run again to resume");
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
@@ -214,6 +226,45 @@ fn run_logs(a: cli::LogsArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_report(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
+    let set = report::load(&a.results_dir)?;
+    let opts = report::ReportOptions {
+        baseline: a.baseline,
+        ..Default::default()
+    };
+    let r = report::build(&set, &opts);
+    if a.format.contains(&report::Format::Table) {
+        let bytes = report::Format::Table.exporter().render(&r);
+        print!("{}", String::from_utf8_lossy(&bytes));
+    }
+    let files: Vec<report::Format> = a
+        .format
+        .iter()
+        .copied()
+        .filter(|f| *f != report::Format::Table)
+        .collect();
+    let out = a.out.unwrap_or(a.results_dir);
+    for p in report::write_files(&r, &files, &out)? {
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_compare(a: cli::CompareArgs) -> anyhow::Result<ExitCode> {
+    if !(a.threshold >= 0.0 && a.threshold.is_finite()) {
+        anyhow::bail!("--threshold must be a non-negative number, e.g. 0.1 for 10%");
+    }
+    let base = report::load(&a.base_dir)?;
+    let new = report::load(&a.new_dir)?;
+    let c = report::compare::compare(&base, &new, a.threshold);
+    print!("{}", report::compare::render(&c));
+    Ok(if c.regressions > 0 {
+        ExitCode::from(EXIT_SOME_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn run_memory(a: cli::MemoryArgs) -> anyhow::Result<ExitCode> {

@@ -295,6 +295,9 @@ pub struct RawRun {
     /// After a crash, restart the server once and retry the remaining cells (default false).
     #[serde(default)]
     pub retry_after_crash: Option<bool>,
+    /// Write the report files into the results directory at the end of `run` (default true).
+    #[serde(default)]
+    pub report: Option<bool>,
 }
 
 /// The whole campaign file as written.

@@ -214,6 +214,8 @@ pub struct RunOptions {
     pub prefill_tok_s_estimate: f64,
     /// Restart once after a crash and retry the remaining cells.
     pub retry_after_crash: bool,
+    /// Write the report files at the end of `run`.
+    pub report: bool,
 }
 
 /// A validated campaign.
@@ -418,6 +420,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         decode_tok_s_estimate: raw.run.decode_tok_s_estimate.unwrap_or(50.0).max(1e-3),
         prefill_tok_s_estimate: raw.run.prefill_tok_s_estimate.unwrap_or(5000.0).max(1e-3),
         retry_after_crash: raw.run.retry_after_crash.unwrap_or(false),
+        report: raw.run.report.unwrap_or(true),
     };
     if let Some(b) = &raw.run.baseline {
         if !servers.iter().any(|s| &s.id == b.get_ref()) {

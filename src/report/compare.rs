@@ -1,0 +1,275 @@
+//! `servebench compare`: line up two result sets and flag regressions that
+//! are larger than the noise, so a CI pipeline can gate on exit code 3.
+//!
+//! Cells are aligned by identity; a cell whose identity changed (a setting or
+//! the engine version differs) is aligned by server id and cell name instead,
+//! and the row says so. Repetitions of one workload point are averaged; the
+//! noise of a point is the larger relative range (max − min) / mean seen
+//! across its repetitions in either set. A change is flagged when it goes the
+//! wrong way by more than `max(threshold, 3 × noise)`: with one repetition
+//! that is the threshold; with several, noisy metrics need a larger change.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::Serialize;
+
+use super::model::{usable, Spread};
+use super::ResultSet;
+use crate::store::CellResult;
+use crate::ui::table;
+
+/// How many noise widths a change must exceed to be flagged.
+pub const NOISE_FACTOR: f64 = 3.0;
+
+/// A compared metric and which direction is better.
+#[derive(Debug, Clone, Copy)]
+struct Metric {
+    name: &'static str,
+    higher_is_better: bool,
+    get: fn(&CellResult) -> Option<f64>,
+}
+
+const METRICS: [Metric; 5] = [
+    Metric {
+        name: "output_tok_s",
+        higher_is_better: true,
+        get: |c| c.summary.as_ref().map(|s| s.output_throughput_tok_s),
+    },
+    Metric {
+        name: "decode_tok_s_p50",
+        higher_is_better: true,
+        get: |c| c.summary.as_ref()?.decode_tok_s.map(|s| s.p50),
+    },
+    Metric {
+        name: "ttft_p50_ms",
+        higher_is_better: false,
+        get: |c| c.summary.as_ref()?.ttft_ms.map(|s| s.p50),
+    },
+    Metric {
+        name: "ttft_p99_ms",
+        higher_is_better: false,
+        get: |c| c.summary.as_ref()?.ttft_ms.map(|s| s.p99),
+    },
+    Metric {
+        name: "tpot_p50_ms",
+        higher_is_better: false,
+        get: |c| c.summary.as_ref()?.tpot_ms.map(|s| s.p50),
+    },
+];
+
+/// One metric of one (server, workload point) in both sets.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareRow {
+    /// Server config id.
+    pub server_id: String,
+    /// Workload point.
+    pub point: String,
+    /// `identity`, or `server+cell` when the identity changed.
+    pub matched_by: String,
+    /// Metric name.
+    pub metric: String,
+    /// Mean over BASE's usable repetitions.
+    pub base: Option<f64>,
+    /// Mean over NEW's usable repetitions.
+    pub new: Option<f64>,
+    /// (new − base) / base.
+    pub change: Option<f64>,
+    /// The change a regression must exceed (relative).
+    pub limit: f64,
+    /// Relative range across repetitions, when there were several.
+    pub noise: Option<f64>,
+    /// Whether the change is a regression.
+    pub regression: bool,
+}
+
+/// The outcome of a comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// Every compared metric.
+    pub rows: Vec<CompareRow>,
+    /// Alignment remarks (identity changes, cells only on one side, lost cells).
+    pub notes: Vec<String>,
+    /// Number of flagged regressions (rows plus cells that stopped working).
+    pub regressions: usize,
+}
+
+fn point_of(c: &CellResult) -> String {
+    let mut w = c.workload.clone();
+    w.repetition = 0;
+    w.cell_name()
+}
+
+/// Compare NEW against BASE.
+pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison {
+    let by_id: HashMap<&str, &CellResult> = base
+        .cells
+        .iter()
+        .map(|c| (c.identity.as_str(), c))
+        .collect();
+    let by_loc: HashMap<(&str, &str), &CellResult> = base
+        .cells
+        .iter()
+        .map(|c| ((c.server_id.as_str(), c.cell_name.as_str()), c))
+        .collect();
+    let mut notes = Vec::new();
+    let mut used: HashSet<&str> = HashSet::new();
+    // (server, point) → (matched_by, base cells, new cells)
+    type Group<'a> = (String, Vec<&'a CellResult>, Vec<&'a CellResult>);
+    let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
+    let mut changed_identity = 0usize;
+    for n in &new.cells {
+        let (b, how) = match by_id.get(n.identity.as_str()) {
+            Some(b) => (Some(*b), "identity"),
+            None => match by_loc.get(&(n.server_id.as_str(), n.cell_name.as_str())) {
+                Some(b) => {
+                    changed_identity += 1;
+                    (Some(*b), "server+cell")
+                }
+                None => (None, ""),
+            },
+        };
+        let Some(b) = b else {
+            notes.push(format!("{}/{}: only in NEW", n.server_id, n.cell_name));
+            continue;
+        };
+        used.insert(b.identity.as_str());
+        let g = groups
+            .entry((n.server_id.clone(), point_of(n)))
+            .or_insert_with(|| (how.to_string(), Vec::new(), Vec::new()));
+        if how != "identity" {
+            g.0 = how.to_string();
+        }
+        g.1.push(b);
+        g.2.push(n);
+    }
+    if changed_identity > 0 {
+        notes.insert(
+            0,
+            format!("{changed_identity} cells matched by server id and cell name because their identity changed (a setting, the model or the engine version differs)"),
+        );
+    }
+    for b in &base.cells {
+        if !used.contains(b.identity.as_str()) {
+            notes.push(format!("{}/{}: only in BASE", b.server_id, b.cell_name));
+        }
+    }
+    let mut rows = Vec::new();
+    let mut regressions = 0;
+    for ((server_id, point), (how, bs, ns)) in &groups {
+        let ok_b: Vec<&&CellResult> = bs.iter().filter(|c| usable(c.status)).collect();
+        let ok_n: Vec<&&CellResult> = ns.iter().filter(|c| usable(c.status)).collect();
+        if !ok_b.is_empty() && ok_n.is_empty() {
+            regressions += 1;
+            let st: Vec<String> = ns
+                .iter()
+                .map(|c| {
+                    let class = c
+                        .failure
+                        .as_ref()
+                        .map(|f| format!(" ({})", f.class))
+                        .unwrap_or_default();
+                    format!("{}{class}", c.status.as_str())
+                })
+                .collect();
+            notes.push(format!(
+                "REGRESSION {server_id}/{point}: measured in BASE, no usable measurement in NEW: {}",
+                st.join(", ")
+            ));
+            continue;
+        }
+        if ok_b.is_empty() && !ok_n.is_empty() {
+            notes.push(format!(
+                "{server_id}/{point}: failed in BASE, measured in NEW"
+            ));
+            continue;
+        }
+        for m in METRICS {
+            let sb = Spread::of(ok_b.iter().filter_map(|c| (m.get)(c)));
+            let sn = Spread::of(ok_n.iter().filter_map(|c| (m.get)(c)));
+            let noise = [sb, sn]
+                .iter()
+                .flatten()
+                .filter(|s| s.n >= 2)
+                .map(|s| s.relative_range())
+                .reduce(f64::max);
+            let limit = threshold.max(NOISE_FACTOR * noise.unwrap_or(0.0));
+            let change = match (sb, sn) {
+                (Some(b), Some(n)) if b.mean.abs() > 0.0 => Some((n.mean - b.mean) / b.mean),
+                _ => None,
+            };
+            let worse = change.map(|c| if m.higher_is_better { -c } else { c });
+            let regression = worse.is_some_and(|w| w > limit);
+            regressions += regression as usize;
+            rows.push(CompareRow {
+                server_id: server_id.clone(),
+                point: point.clone(),
+                matched_by: how.clone(),
+                metric: m.name.to_string(),
+                base: sb.map(|s| s.mean),
+                new: sn.map(|s| s.mean),
+                change,
+                limit,
+                noise,
+                regression,
+            });
+        }
+    }
+    Comparison {
+        rows,
+        notes,
+        regressions,
+    }
+}
+
+/// The comparison as a terminal table.
+pub fn render(c: &Comparison) -> String {
+    let rows: Vec<Vec<String>> = c
+        .rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.server_id.clone(),
+                r.point.clone(),
+                r.metric.clone(),
+                table::num(r.base, 2),
+                table::num(r.new, 2),
+                r.change
+                    .map(|x| format!("{:+.1}%", x * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+                format!("±{:.1}%", r.limit * 100.0),
+                r.noise
+                    .map(|x| format!("{:.1}%", x * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+                r.matched_by.clone(),
+                if r.regression {
+                    "REGRESSION".into()
+                } else {
+                    String::new()
+                },
+            ]
+        })
+        .collect();
+    let mut out = table::render(
+        &[
+            "server",
+            "point",
+            "metric",
+            "base",
+            "new",
+            "change",
+            "limit",
+            "noise",
+            "matched by",
+            "flag",
+        ],
+        &rows,
+    );
+    for n in &c.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out.push_str(&format!(
+        "{} regression(s) flagged (limit: the larger of the threshold and {NOISE_FACTOR} × the relative range across repetitions)\n",
+        c.regressions
+    ));
+    out
+}

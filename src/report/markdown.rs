@@ -1,0 +1,129 @@
+//! `report.md`: the page to paste into a pull request or a wiki, with the
+//! same tables as the terminal plus the speedups per prompt kind.
+
+use super::model::Report;
+use super::table::{point_cells, recommendation_lines, POINT_HEADER};
+use super::Exporter;
+
+/// Renders the report as GitHub-flavoured Markdown.
+pub struct MarkdownExporter;
+
+/// Escape a table cell: pipes would split it.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut out = format!("| {} |\n", header.join(" | "));
+    out.push_str(&format!("|{}\n", " --- |".repeat(header.len())));
+    for r in rows {
+        out.push_str(&format!(
+            "| {} |\n",
+            r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
+        ));
+    }
+    out
+}
+
+impl Exporter for MarkdownExporter {
+    fn file_name(&self) -> &'static str {
+        "report.md"
+    }
+
+    fn render(&self, r: &Report) -> Vec<u8> {
+        let mut out = format!("# Campaign `{}`\n\n", r.campaign);
+        if let Some(d) = &r.description {
+            out.push_str(&format!("{d}\n\n"));
+        }
+        match &r.baseline {
+            Some(b) => out.push_str(&format!(
+                "Speedups are over baseline `{b}` (from {}) at the same workload point: ratio of per-request decode speed p50 and of output throughput.\n\n",
+                r.baseline_source
+            )),
+            None => out.push_str(&format!("Baseline: {}.\n\n", r.baseline_source)),
+        }
+        if let Some(t) = &r.measured_until {
+            out.push_str(&format!("Last cell finished at {t}. Throughput per GPU divides by the server's TP size.\n\n"));
+        }
+        out.push_str("## Recommendation\n\n");
+        for l in recommendation_lines(r) {
+            out.push_str(&format!("- {l}\n"));
+        }
+        out.push_str("\n## Results per server and workload point\n\n");
+        out.push_str(
+            "Values are means over repetitions, with (min–max) when there are several.\n\n",
+        );
+        let rows: Vec<Vec<String>> = r.points.iter().map(point_cells).collect();
+        out.push_str(&md_table(&POINT_HEADER, &rows));
+        let kinds: Vec<Vec<String>> = r
+            .kinds
+            .iter()
+            .map(|k| {
+                vec![
+                    k.server_id.clone(),
+                    k.workload.clone(),
+                    k.kind.clone(),
+                    k.output_len.to_string(),
+                    k.load.clone(),
+                    k.requests.to_string(),
+                    format!("{:.1}", k.decode_tok_s_p50),
+                    k.speedup_decode
+                        .map(|s| format!("{s:.2}x"))
+                        .unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        if !kinds.is_empty() {
+            out.push_str("\n## Decode speed per prompt kind\n\n");
+            out.push_str(&md_table(
+                &[
+                    "server",
+                    "workload",
+                    "kind",
+                    "output len",
+                    "load",
+                    "requests",
+                    "decode tok/s p50",
+                    "speedup decode",
+                ],
+                &kinds,
+            ));
+        }
+        out.push_str("\n## Failed, skipped and suspicious cells\n\n");
+        if r.problems.is_empty() {
+            out.push_str("None.\n");
+        } else {
+            let rows: Vec<Vec<String>> = r
+                .problems
+                .iter()
+                .map(|p| {
+                    let mut ev = p.evidence.clone();
+                    if let Some(l) = &p.log_excerpt {
+                        ev.push_str(&format!(" — log: {}", l.trim()));
+                    }
+                    vec![
+                        p.server_id.clone(),
+                        p.cell_name.clone(),
+                        p.status.as_str().to_string(),
+                        p.class.clone().unwrap_or_else(|| "-".into()),
+                        ev,
+                    ]
+                })
+                .collect();
+            out.push_str(&md_table(
+                &["server", "cell", "status", "class", "evidence"],
+                &rows,
+            ));
+        }
+        if !r.notes.is_empty() || !r.unreadable.is_empty() {
+            out.push_str("\n## Notes\n\n");
+            for n in &r.notes {
+                out.push_str(&format!("- {n}\n"));
+            }
+            for (f, e) in &r.unreadable {
+                out.push_str(&format!("- unreadable result `{f}`: {e}\n"));
+            }
+        }
+        out.into_bytes()
+    }
+}

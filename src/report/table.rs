@@ -1,0 +1,183 @@
+//! The terminal table: one line per (server, workload point) so the end of a
+//! campaign answers "which config wins, by how much, where it breaks"
+//! without opening a file.
+
+use super::model::{PointRow, Report, Spread};
+use super::Exporter;
+use crate::ui::table;
+
+/// Renders the point table, the recommendation and the problem list as text.
+pub struct TableExporter;
+
+/// A spread as `mean` or `mean (min–max)` when repetitions differ.
+pub fn spread(s: Option<Spread>, digits: usize) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) if s.n > 1 => format!(
+            "{:.digits$} ({:.digits$}–{:.digits$})",
+            s.mean, s.min, s.max
+        ),
+        Some(s) => format!("{:.digits$}", s.mean),
+    }
+}
+
+/// A speedup spread as `1.52x` or `1.52x (1.48–1.55)`.
+pub fn speedup(s: Option<Spread>) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) if s.n > 1 => format!("{:.2}x ({:.2}–{:.2})", s.mean, s.min, s.max),
+        Some(s) => format!("{:.2}x", s.mean),
+    }
+}
+
+/// Column headers of the point table (shared with Markdown).
+pub const POINT_HEADER: [&str; 15] = [
+    "server",
+    "point",
+    "status",
+    "req ok/failed",
+    "out tok/s",
+    "out tok/s/GPU",
+    "decode tok/s p50",
+    "TTFT p50 ms",
+    "TTFT p99 ms",
+    "TPOT p50 ms",
+    "ITL/tok p50 ms",
+    "accept len",
+    "speedup decode",
+    "speedup thru",
+    "GPUs",
+];
+
+/// One point as table cells (shared with Markdown).
+pub fn point_cells(p: &PointRow) -> Vec<String> {
+    vec![
+        p.server_id.clone(),
+        p.point.clone(),
+        p.status.clone(),
+        format!("{}/{}", p.requests_ok, p.requests_failed),
+        spread(p.output_tok_s, 1),
+        spread(p.output_tok_s_per_gpu, 1),
+        spread(p.decode_tok_s_p50, 1),
+        spread(p.ttft_p50_ms, 1),
+        spread(p.ttft_p99_ms, 1),
+        spread(p.tpot_p50_ms, 2),
+        spread(p.itl_per_token_p50_ms, 2),
+        spread(p.acceptance_length, 2),
+        speedup(p.speedup_decode),
+        speedup(p.speedup_output),
+        p.gpus.to_string(),
+    ]
+}
+
+/// The recommendation as sentences (shared with Markdown and HTML).
+pub fn recommendation_lines(r: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in &r.slo_picks {
+        let runner = match &p.runner_up {
+            Some(u) => format!(
+                "; runner-up {} at {}: {:.3} [{:.3}, {:.3}]",
+                u.server_id, u.load, u.value, u.low, u.high
+            ),
+            None => String::new(),
+        };
+        out.push(format!(
+            "SLO {} on {}: {} at {} — {:.3} good req/s per GPU [{:.3}, {:.3}], {:.0}% of requests within SLO{runner}; {} ({}, {} candidates)",
+            p.slo,
+            p.family,
+            p.best.server_id,
+            p.best.load,
+            p.best.value,
+            p.best.low,
+            p.best.high,
+            p.best_share * 100.0,
+            p.confidence,
+            p.interval,
+            p.candidates
+        ));
+        if let Some(c) = &p.caveat {
+            out.last_mut()
+                .expect("just pushed")
+                .push_str(&format!(" — {c}"));
+        }
+    }
+    for p in &r.stream_picks {
+        let runner = match &p.runner_up {
+            Some(u) => format!(
+                "; runner-up {}: {:.1} [{:.1}, {:.1}]",
+                u.server_id, u.value, u.low, u.high
+            ),
+            None => String::new(),
+        };
+        out.push(format!(
+            "single stream, {}: {} — {:.1} tok/s decode p50 [{:.1}, {:.1}] over {} requests{runner}; {}",
+            p.kind, p.best.server_id, p.best.value, p.best.low, p.best.high, p.requests, p.confidence
+        ));
+        if let Some(c) = &p.caveat {
+            out.last_mut()
+                .expect("just pushed")
+                .push_str(&format!(" — {c}"));
+        }
+    }
+    if out.is_empty() {
+        out.push(
+            "no declared SLO with goodput and no concurrency-1 measurement: nothing to recommend"
+                .into(),
+        );
+    }
+    out
+}
+
+impl Exporter for TableExporter {
+    fn file_name(&self) -> &'static str {
+        "report.txt"
+    }
+
+    fn render(&self, r: &Report) -> Vec<u8> {
+        let mut out = format!("campaign {}", r.campaign);
+        match &r.baseline {
+            Some(b) => out.push_str(&format!("; baseline `{b}` (from {})\n", r.baseline_source)),
+            None => out.push_str(&format!("; baseline {}\n", r.baseline_source)),
+        }
+        let rows: Vec<Vec<String>> = r.points.iter().map(point_cells).collect();
+        out.push_str(&table::render(&POINT_HEADER, &rows));
+        out.push_str("\nRecommendation\n");
+        for l in recommendation_lines(r) {
+            out.push_str(&format!("  {l}\n"));
+        }
+        if !r.problems.is_empty() {
+            out.push_str("\nFailed, skipped and suspicious cells\n");
+            let rows: Vec<Vec<String>> = r
+                .problems
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.server_id.clone(),
+                        p.cell_name.clone(),
+                        p.status.as_str().to_string(),
+                        p.class.clone().unwrap_or_else(|| "-".into()),
+                        one_line(&p.evidence, 100),
+                    ]
+                })
+                .collect();
+            out.push_str(&table::render(
+                &["server", "cell", "status", "class", "evidence"],
+                &rows,
+            ));
+        }
+        for (f, e) in &r.unreadable {
+            out.push_str(&format!("unreadable result {f}: {e}\n"));
+        }
+        out.into_bytes()
+    }
+}
+
+/// First line of `s`, cut to `max` characters.
+pub fn one_line(s: &str, max: usize) -> String {
+    let first = s.lines().next().unwrap_or("");
+    if first.chars().count() > max {
+        format!("{}…", first.chars().take(max).collect::<String>())
+    } else {
+        first.to_string()
+    }
+}

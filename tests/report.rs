@@ -1,0 +1,521 @@
+//! Report exporters on a fixed, hand-built result set: every format is
+//! compared byte for byte with tests/fixtures/report/, and the aggregate is
+//! checked for what a reader relies on (failures shown with their reason,
+//! never as numbers; speedups against the right baseline twin).
+//!
+//! Regenerate the snapshots after an intended change with
+//! `SERVEBENCH_UPDATE_SNAPSHOTS=1 cargo test --test report`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use servebench::campaign::resolve::{EngineSpec, ModelSpec};
+use servebench::campaign::{PromptSource, ServerConfig, WorkloadPoint};
+use servebench::client::openai::Api;
+use servebench::client::record::{Outcome, RequestRecord};
+use servebench::engine::{EngineKind, SpecMethod, Speculative};
+use servebench::failure::{Failure, FailureClass};
+use servebench::load::driver::LevelRun;
+use servebench::load::schedule::LoadShape;
+use servebench::metrics::level::summarize;
+use servebench::report::model::{build, Report, ReportOptions};
+use servebench::report::{CampaignMeta, Format, ResultSet};
+use servebench::store::{CellResult, CellStatus};
+use servebench::util::units::parse_slo;
+
+fn server(id: &str, tp: u32, budget: Option<u32>) -> ServerConfig {
+    ServerConfig {
+        id: id.into(),
+        tp,
+        mem_fraction: None,
+        max_running_requests: None,
+        context_length: Some(32768),
+        speculative: budget.map(|k| Speculative {
+            method: Some(SpecMethod::Eagle),
+            num_draft_tokens: Some(k),
+            ..Default::default()
+        }),
+        args: vec![],
+        env: BTreeMap::new(),
+    }
+}
+
+fn point(workload: &str, input_len: u64, conc: u32, rep: u32) -> WorkloadPoint {
+    WorkloadPoint {
+        workload: workload.into(),
+        api: Api::Chat,
+        source: if workload == "kinds" {
+            PromptSource::PromptKinds {
+                kinds: vec!["code".into(), "haiku".into()],
+            }
+        } else {
+            PromptSource::Synthetic
+        },
+        input_len,
+        output_len: 64,
+        load: LoadShape::Concurrency { value: conc },
+        num_requests: Some(8),
+        duration_s: None,
+        warmup: 0,
+        ignore_eos: true,
+        shared_prefix: 0,
+        slos: if workload == "chat" {
+            vec![parse_slo("ttft=60ms,tpot=12ms").unwrap()]
+        } else {
+            vec![]
+        },
+        seed: 0,
+        repetition: rep,
+    }
+}
+
+/// How one server behaves in the fixture: per-token gap and tokens per chunk.
+#[derive(Clone, Copy)]
+struct Perf {
+    gap_ms: f64,
+    tokens_per_chunk: u32,
+    ttft_ms: f64,
+}
+
+/// Eight deterministic requests: small, fixed variation between them.
+fn records(
+    p: Perf,
+    input_len: u64,
+    conc: u32,
+    rep: u32,
+    labels: &[&str],
+    turns: bool,
+) -> Vec<RequestRecord> {
+    (0..8u32)
+        .map(|i| {
+            let wobble = 1.0 + 0.02 * ((i * 7 + rep * 3) % 5) as f64;
+            let load = 1.0 + 0.15 * (conc as f64 - 1.0);
+            let ttft = p.ttft_ms * wobble * load * (input_len as f64 / 512.0).sqrt();
+            let mut r = RequestRecord::new(i as f64 * 10.0, i as f64 * 10.0);
+            r.planned_input_tokens = Some(input_len);
+            r.push_chunk(ttft, 1);
+            let mut t = ttft;
+            let mut sent = 1u32;
+            while sent < 64 {
+                let k = p.tokens_per_chunk.min(64 - sent);
+                t += p.gap_ms * load * wobble * k as f64;
+                r.push_chunk(t, k);
+                sent += k;
+            }
+            r.output_tokens = Some(64);
+            r.input_tokens = Some(input_len);
+            if !labels.is_empty() {
+                r.label = Some(labels[i as usize % labels.len()].to_string());
+            }
+            if turns {
+                r.session = Some((i / 4) as u64);
+                r.turn = Some(i % 4);
+                r.input_tokens = Some(input_len + 300 * (i % 4) as u64);
+            }
+            r.finish(Outcome::Ok, t + 0.5);
+            r
+        })
+        .collect()
+}
+
+fn cell(
+    s: &ServerConfig,
+    w: WorkloadPoint,
+    status: CellStatus,
+    recs: Vec<RequestRecord>,
+) -> CellResult {
+    let duration_s = recs
+        .iter()
+        .filter_map(|r| r.e2e_ms.map(|e| r.sent_ms + e))
+        .fold(0.0f64, f64::max)
+        / 1000.0
+        * 8.0
+        / match w.load {
+            LoadShape::Concurrency { value } => value as f64,
+            LoadShape::Rate { .. } => 1.0,
+        };
+    let summary = (!recs.is_empty()).then(|| {
+        summarize(
+            w.load,
+            LevelRun {
+                records: recs,
+                duration_s,
+                warmup_sent: 0,
+                warmup_failed: 0,
+                cancelled: false,
+            },
+            &w.slos,
+            0.1,
+            4,
+        )
+    });
+    let name = w.cell_name();
+    CellResult {
+        schema_version: 1,
+        tool_version: "0.1.0".into(),
+        method_version: 1,
+        campaign: "fixture".into(),
+        identity: format!("id-{}-{name}", s.id),
+        server_id: s.id.clone(),
+        cell_name: name,
+        server: s.clone(),
+        workload: w,
+        engine: EngineSpec {
+            kind: EngineKind::Sim,
+            executable: vec![],
+            version: None,
+            url: None,
+        },
+        model: ModelSpec {
+            path: "sim-model".into(),
+            served_name: "sim-model".into(),
+            config: None,
+            tokenizer: None,
+        },
+        status,
+        failure: None,
+        warnings: vec![],
+        started_at: "2026-01-02T03:04:05Z".into(),
+        finished_at: "2026-01-02T03:14:05Z".into(),
+        server_run: None,
+        summary,
+        telemetry: None,
+        definitions: BTreeMap::new(),
+    }
+}
+
+/// The fixed result set: a baseline, two speculative configs (one on TP2),
+/// a crashed server, a context overflow, a suspicious cell, a skipped cell,
+/// prompt kinds and agentic turns.
+pub fn fixture() -> ResultSet {
+    let ar = server("ar", 1, None);
+    let k4 = server("eagle-k4", 1, Some(4));
+    let k8 = server("eagle-k8-tp2", 2, Some(8));
+    let crashy = server("crashy", 1, Some(6));
+    let tp8 = ServerConfig {
+        tp: 8,
+        ..server("ar-tp8", 8, None)
+    };
+    let perf = |gap, k, ttft| Perf {
+        gap_ms: gap,
+        tokens_per_chunk: k,
+        ttft_ms: ttft,
+    };
+    let mut cells = Vec::new();
+    for (s, p) in [
+        (&ar, perf(10.0, 1, 40.0)),
+        (&k4, perf(5.0, 3, 44.0)),
+        (&k8, perf(3.5, 4, 38.0)),
+    ] {
+        for conc in [1, 4] {
+            for rep in 0..2 {
+                let mut c = cell(
+                    s,
+                    point("chat", 512, conc, rep),
+                    CellStatus::Ok,
+                    records(p, 512, conc, rep, &[], false),
+                );
+                if s.id == "eagle-k8-tp2" && conc == 4 && rep == 1 {
+                    c.status = CellStatus::Suspicious;
+                    c.warnings = vec!["zero accepted drafts: the drafter proposed 512 tokens and none were accepted".into()];
+                }
+                cells.push(c);
+            }
+        }
+        cells.push(cell(
+            s,
+            point("ctx", 4096, 1, 0),
+            CellStatus::Ok,
+            records(p, 4096, 1, 0, &[], false),
+        ));
+        cells.push(cell(
+            s,
+            point("kinds", 0, 1, 0),
+            CellStatus::Ok,
+            records(p, 200, 1, 0, &["code", "haiku"], false),
+        ));
+    }
+    // The baseline cannot take a 40k prompt: every request got HTTP 400.
+    let mut overflow = cell(&ar, point("ctx", 40000, 1, 0), CellStatus::Failed, vec![]);
+    let mut f = Failure::new(
+        FailureClass::ContextOverflow,
+        "HTTP 400: This model's maximum context length is 32768 tokens. However, you requested 40064 tokens",
+    );
+    f.status = Some(400);
+    overflow.failure = Some(f);
+    cells.push(overflow);
+    cells.push(cell(
+        &ar,
+        point("agent", 1000, 1, 0),
+        CellStatus::Ok,
+        records(perf(10.0, 1, 40.0), 1000, 1, 0, &[], true),
+    ));
+    // The crashed server: first cell crashed, the rest never ran.
+    let mut crashed = cell(
+        &crashy,
+        point("chat", 512, 1, 0),
+        CellStatus::Failed,
+        vec![],
+    );
+    crashed.failure = Some(
+        Failure::new(
+            FailureClass::Crashed,
+            "server exited with signal 6 during the cell",
+        )
+        .with_log("RuntimeError: CUDA error: an illegal instruction was encountered"),
+    );
+    cells.push(crashed);
+    let mut not_run = cell(
+        &crashy,
+        point("chat", 512, 4, 0),
+        CellStatus::NotRun,
+        vec![],
+    );
+    not_run.failure = Some(Failure::new(
+        FailureClass::Crashed,
+        "not run: server `crashy` crashed earlier",
+    ));
+    cells.push(not_run);
+    let mut skipped = cell(&tp8, point("chat", 512, 1, 0), CellStatus::Skipped, vec![]);
+    skipped.failure = Some(Failure::new(
+        FailureClass::StartFailed,
+        "skipped by the plan: tp=8 needs 8 GPUs but the pool has 4",
+    ));
+    cells.push(skipped);
+    ResultSet {
+        dir_name: "fixture".into(),
+        meta: Some(CampaignMeta {
+            schema_version: 1,
+            name: "fixture".into(),
+            description: Some("hand-built results for snapshot tests".into()),
+            baseline: Some("ar".into()),
+            servers: vec![
+                "ar".into(),
+                "eagle-k4".into(),
+                "eagle-k8-tp2".into(),
+                "crashy".into(),
+                "ar-tp8".into(),
+            ],
+            workloads: vec!["chat".into(), "ctx".into(), "kinds".into(), "agent".into()],
+        }),
+        cells,
+        unreadable: vec![],
+    }
+}
+
+fn report() -> Report {
+    build(&fixture(), &ReportOptions::default())
+}
+
+fn snapshot(format: Format) {
+    let r = report();
+    let e = format.exporter();
+    let got = String::from_utf8(e.render(&r)).unwrap();
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/report")
+        .join(e.file_name());
+    if std::env::var_os("SERVEBENCH_UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; set SERVEBENCH_UPDATE_SNAPSHOTS=1 to create it",
+            path.display()
+        )
+    });
+    if got != want {
+        let line = got
+            .lines()
+            .zip(want.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| got.lines().count().min(want.lines().count()));
+        panic!(
+            "{} differs from the snapshot at line {}:\n got: {:?}\nwant: {:?}",
+            e.file_name(),
+            line + 1,
+            got.lines().nth(line),
+            want.lines().nth(line)
+        );
+    }
+    // Rendering twice gives the same bytes: nothing depends on the clock or a hash order.
+    assert_eq!(e.render(&report()), got.into_bytes());
+}
+
+#[test]
+fn table_snapshot() {
+    snapshot(Format::Table);
+}
+
+#[test]
+fn markdown_snapshot() {
+    snapshot(Format::Md);
+}
+
+#[test]
+fn csv_snapshot() {
+    snapshot(Format::Csv);
+}
+
+#[test]
+fn json_snapshot() {
+    snapshot(Format::Json);
+}
+
+#[test]
+fn html_snapshot() {
+    snapshot(Format::Html);
+}
+
+#[test]
+fn failed_skipped_and_suspicious_cells_are_listed_with_their_reason_and_carry_no_speedup() {
+    let r = report();
+    let problem = |server: &str, cell: &str| {
+        r.problems
+            .iter()
+            .find(|p| p.server_id == server && p.cell_name == cell)
+            .unwrap_or_else(|| panic!("{server}/{cell} missing from problems"))
+    };
+    let crash = problem("crashy", "chat-in512-out64-c1");
+    assert_eq!(crash.class.as_deref(), Some("crashed"));
+    assert!(crash
+        .log_excerpt
+        .as_deref()
+        .unwrap()
+        .contains("illegal instruction"));
+    let ovf = problem("ar", "ctx-in40000-out64-c1");
+    assert_eq!(ovf.class.as_deref(), Some("context_overflow"));
+    assert!(ovf.evidence.contains("maximum context length"));
+    assert!(problem("eagle-k8-tp2", "chat-in512-out64-c4-rep1")
+        .evidence
+        .contains("zero accepted"));
+    assert!(problem("ar-tp8", "chat-in512-out64-c1")
+        .evidence
+        .contains("tp=8"));
+    assert_eq!(
+        problem("crashy", "chat-in512-out64-c4").status,
+        CellStatus::NotRun
+    );
+    for c in r.cells.iter().filter(|c| {
+        matches!(
+            c.status,
+            CellStatus::Failed | CellStatus::Skipped | CellStatus::NotRun
+        )
+    }) {
+        assert_eq!(
+            (c.output_tok_s, c.speedup_decode),
+            (None, None),
+            "{} must carry no number",
+            c.cell_name
+        );
+    }
+    let sus = r
+        .cells
+        .iter()
+        .find(|c| c.status == CellStatus::Suspicious)
+        .unwrap();
+    assert!(
+        sus.output_tok_s.is_some(),
+        "suspicious numbers stay visible as evidence"
+    );
+    assert_eq!(sus.speedup_decode, None, "but never become a speedup");
+    // The TP2 point at c4 aggregates only its believable repetition.
+    let p = r
+        .points
+        .iter()
+        .find(|p| p.server_id == "eagle-k8-tp2" && p.point == "chat-in512-out64-c4")
+        .unwrap();
+    assert_eq!(p.output_tok_s.unwrap().n, 1);
+    assert_eq!(p.status, "ok×1 suspicious×1");
+}
+
+#[test]
+fn speedup_divides_by_the_baseline_twin_of_the_same_repetition() {
+    let set = fixture();
+    let r = build(&set, &ReportOptions::default());
+    for row in r.cells.iter().filter(|c| c.speedup_decode.is_some()) {
+        let me = set
+            .cells
+            .iter()
+            .find(|c| c.identity == row.identity)
+            .unwrap();
+        let twin = set
+            .cells
+            .iter()
+            .find(|c| {
+                c.server_id == "ar"
+                    && c.workload.workload == me.workload.workload
+                    && c.workload.input_len == me.workload.input_len
+                    && c.workload.load == me.workload.load
+                    && c.workload.repetition == me.workload.repetition
+            })
+            .unwrap();
+        let (a, b) = (me.summary.as_ref().unwrap(), twin.summary.as_ref().unwrap());
+        let want = a.decode_tok_s.unwrap().p50 / b.decode_tok_s.unwrap().p50;
+        assert!((row.speedup_decode.unwrap() - want).abs() < 1e-12);
+        let want = a.output_throughput_tok_s / b.output_throughput_tok_s;
+        assert!((row.speedup_output.unwrap() - want).abs() < 1e-12);
+    }
+    // Every usable non-baseline cell of a point the baseline measured has one.
+    let n = r
+        .cells
+        .iter()
+        .filter(|c| c.speedup_decode.is_some())
+        .count();
+    assert_eq!(
+        n,
+        6 + 5,
+        "eagle-k4: 4 chat + ctx + kinds; eagle-k8: 3 usable chat + ctx + kinds"
+    );
+}
+
+#[test]
+fn per_gpu_throughput_divides_by_tp_and_the_frontier_is_not_dominated() {
+    let r = report();
+    for c in r.cells.iter().filter(|c| c.output_tok_s.is_some()) {
+        assert!(
+            (c.output_tok_s_per_gpu.unwrap() * c.tp as f64 - c.output_tok_s.unwrap()).abs() < 1e-9
+        );
+    }
+    let fam: Vec<_> = r
+        .gpu_points
+        .iter()
+        .filter(|g| g.family == "chat-in512-out64")
+        .collect();
+    assert_eq!(fam.len(), 6, "three servers × two concurrencies");
+    for g in &fam {
+        let dominated = fam.iter().any(|o| {
+            o.tok_s_per_user >= g.tok_s_per_user
+                && o.tok_s_per_gpu >= g.tok_s_per_gpu
+                && (o.tok_s_per_user > g.tok_s_per_user || o.tok_s_per_gpu > g.tok_s_per_gpu)
+        });
+        assert_eq!(g.pareto, !dominated, "{} {}", g.server_id, g.load);
+    }
+}
+
+#[test]
+fn baseline_flag_overrides_campaign_json_and_no_baseline_means_no_speedups() {
+    let mut set = fixture();
+    let r = build(
+        &set,
+        &ReportOptions {
+            baseline: Some("eagle-k4".into()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.baseline.as_deref(), Some("eagle-k4"));
+    assert!(r
+        .cells
+        .iter()
+        .filter(|c| c.server_id == "eagle-k4")
+        .all(|c| c.speedup_decode.is_none()));
+    assert!(r
+        .cells
+        .iter()
+        .any(|c| c.server_id == "ar" && c.speedup_decode.is_some_and(|s| s < 1.0)));
+    set.meta = None;
+    let r = build(&set, &ReportOptions::default());
+    assert_eq!(r.baseline, None);
+    assert!(r.cells.iter().all(|c| c.speedup_decode.is_none()));
+    assert!(r.charts.iter().all(|c| c.section != "speedup"));
+}
