@@ -11,4 +11,11 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
-cargo test --locked --all-targets
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --locked --all-targets 2>&1 | tee "$log" || status=$?
+# Several test binaries run; close with the totals over all of them.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{cells, pids_with, run, wait_until};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,47 +17,6 @@ fn write_campaign(dir: &Path, text: &str) -> PathBuf {
     let p = dir.join("campaign.toml");
     std::fs::write(&p, text).unwrap();
     p
-}
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Stored results; temporary files of a write in progress are skipped
-/// (see `no_temporaries` for the check after a run has ended).
-fn cells(root: &Path) -> BTreeMap<String, serde_json::Value> {
-    let mut out = BTreeMap::new();
-    let Ok(servers) = std::fs::read_dir(root.join("cells")) else {
-        return out;
-    };
-    for s in servers.flatten() {
-        for c in std::fs::read_dir(s.path()).unwrap().flatten() {
-            let name = c.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
-                continue;
-            }
-            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(c.path()).unwrap())
-                .unwrap_or_else(|e| panic!("corrupt result {}: {e}", c.path().display()));
-            out.insert(
-                format!(
-                    "{}/{}",
-                    s.file_name().to_string_lossy(),
-                    name.trim_end_matches(".json")
-                ),
-                v,
-            );
-        }
-    }
-    out
 }
 
 fn no_temporaries(root: &Path) {
@@ -79,34 +40,6 @@ fn launches(root: &Path) -> usize {
                 .count()
         })
         .sum()
-}
-
-/// Pids of live processes whose command line contains `needle`.
-fn pids_with(needle: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        let state = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = state.split(") ").nth(1).is_some_and(|s| s.starts_with('Z'));
-        if cmd.contains(needle) && !zombie && pid != std::process::id() as i32 {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn spawn_run(campaign: &Path) -> Child {

@@ -7,7 +7,11 @@
 //! sshd and Slurm come from `scripts/setup-test-env.sh`; run through
 //! `scripts/test.sh`.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod common;
+
+use common::{cells, pids_with, run, wait_until};
+
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,19 +25,6 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn spawn(args: &[&str], stderr: &Path) -> Child {
     Command::new(BIN)
         .args(args)
@@ -42,59 +33,6 @@ fn spawn(args: &[&str], stderr: &Path) -> Child {
         .stderr(Stdio::from(std::fs::File::create(stderr).unwrap()))
         .spawn()
         .unwrap()
-}
-
-fn cells(root: &Path) -> BTreeMap<String, serde_json::Value> {
-    let mut out = BTreeMap::new();
-    let Ok(servers) = std::fs::read_dir(root.join("cells")) else {
-        return out;
-    };
-    for s in servers.flatten() {
-        for c in std::fs::read_dir(s.path()).unwrap().flatten() {
-            let name = c.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
-                continue;
-            }
-            let v: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(c.path()).unwrap()).unwrap();
-            out.insert(
-                format!(
-                    "{}/{}",
-                    s.file_name().to_string_lossy(),
-                    name.trim_end_matches(".json")
-                ),
-                v,
-            );
-        }
-    }
-    out
-}
-
-fn pids_with(needle: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        let state = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = state.split(") ").nth(1).is_some_and(|s| s.starts_with('Z'));
-        if cmd.contains(needle) && !zombie && pid != std::process::id() as i32 {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn free_port() -> u16 {

@@ -103,37 +103,6 @@ impl Endpoint {
         }
     }
 
-    /// POST a JSON body to a path and return status and body (non-streaming helpers).
-    pub async fn post_json(
-        &self,
-        path: &str,
-        body: Vec<u8>,
-        timeout: Duration,
-    ) -> Result<(u16, Bytes), Failure> {
-        let uri: Uri = format!("{}{}", self.base, path)
-            .parse()
-            .map_err(|e| Failure::new(FailureClass::Connection, format!("bad URL: {e}")))?;
-        let req = json_request(uri, Bytes::from(body))?;
-        let fut = async {
-            let resp = self.client.request(req).await.map_err(connect_failure)?;
-            let status = resp.status().as_u16();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| Failure::new(FailureClass::Protocol, e.to_string()))?
-                .to_bytes();
-            Ok((status, body))
-        };
-        match tokio::time::timeout(timeout, fut).await {
-            Ok(r) => r,
-            Err(_) => Err(Failure::new(
-                FailureClass::Timeout,
-                format!("no answer from {path} within {timeout:?}"),
-            )),
-        }
-    }
-
     /// Send one streaming request and record everything observed about it.
     ///
     /// `epoch` is the level's time origin; `scheduled` is when the schedule
