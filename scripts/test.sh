@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-eval "$(scripts/setup-test-env.sh)"
+# An assignment, so a failing setup stops the run (a bare eval would not).
+setup_env="$(scripts/setup-test-env.sh)"
+eval "$setup_env"
 # Streams in the load tests use many sockets.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 

@@ -243,9 +243,17 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
             count: r.stop.max_requests.map(|n| n + args.warmup),
             probe_timeout: r.request_timeout.min(std::time::Duration::from_secs(60)),
         };
+        let built = std::time::Instant::now();
         let (source, info) = build_source(&spec, &endpoint)
             .await
             .map_err(|e| anyhow::anyhow!("cannot build the requests: {e}"))?;
+        let took = built.elapsed().as_secs_f64();
+        if took > 2.0 {
+            eprintln!(
+                "built the requests in {took:.1} s, counting with {}; --tokenizer tokenizer.json builds them faster",
+                info.counter
+            );
+        }
         let live = Arc::new(LiveView::default());
         let label = format!("[{}/{}] {shape}", i + 1, r.shapes.len());
         let progress = crate::ui::LevelProgress::start(

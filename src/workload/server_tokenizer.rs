@@ -13,10 +13,14 @@ use std::time::Duration;
 use super::{TokenCounter, WorkloadError};
 
 /// A token counter backed by a server's tokenize endpoint.
-#[derive(Debug, Clone)]
+///
+/// Prompt building counts many short texts, so one kept-alive connection is
+/// reused (re-opened once if the server closed it).
+#[derive(Debug)]
 pub struct ServerTokenizer {
     host: String,
     port: u16,
+    conn: std::sync::Mutex<Option<TcpStream>>,
 }
 
 impl ServerTokenizer {
@@ -35,30 +39,93 @@ impl ServerTokenizer {
             ),
             None => (authority.to_string(), 80),
         };
-        Ok(Self { host, port })
+        Ok(Self {
+            host,
+            port,
+            conn: std::sync::Mutex::new(None),
+        })
     }
 
-    fn post(&self, body: &[u8]) -> Result<(u16, Vec<u8>), String> {
+    fn connect(&self) -> Result<TcpStream, String> {
         let addr = (self.host.as_str(), self.port)
             .to_socket_addrs()
             .map_err(|e| e.to_string())?
             .next()
             .ok_or("no address")?;
-        let mut s =
+        let s =
             TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
         s.set_read_timeout(Some(Duration::from_secs(60)))
             .map_err(|e| e.to_string())?;
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+        Ok(s)
+    }
+
+    fn exchange(&self, stream: &mut TcpStream, body: &[u8]) -> Result<(u16, Vec<u8>), String> {
         let head = format!(
-            "POST /tokenize HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "POST /tokenize HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             self.host,
             self.port,
             body.len()
         );
-        s.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
-        s.write_all(body).map_err(|e| e.to_string())?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).map_err(|e| e.to_string())?;
-        parse_response(&raw)
+        stream
+            .write_all(head.as_bytes())
+            .map_err(|e| e.to_string())?;
+        stream.write_all(body).map_err(|e| e.to_string())?;
+        read_response(stream)
+    }
+
+    fn post(&self, body: &[u8]) -> Result<(u16, Vec<u8>), String> {
+        let mut guard = self
+            .conn
+            .lock()
+            .map_err(|_| "tokenizer connection poisoned")?;
+        for attempt in 0..2 {
+            let mut stream = match guard.take() {
+                Some(s) => s,
+                None => self.connect()?,
+            };
+            match self.exchange(&mut stream, body) {
+                Ok(r) => {
+                    *guard = Some(stream);
+                    return Ok(r);
+                }
+                // A kept-alive connection the server has closed: open a fresh one.
+                Err(e) if attempt == 1 => return Err(e),
+                Err(_) => {}
+            }
+        }
+        Err("unreachable".into())
+    }
+}
+
+/// Read one HTTP/1.1 response (Content-Length or chunked) from a kept-alive stream.
+fn read_response(stream: &mut TcpStream) -> Result<(u16, Vec<u8>), String> {
+    let mut raw = Vec::with_capacity(4096);
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            let complete = match length {
+                Some(n) => raw.len() >= end + 4 + n,
+                // Chunked: the body ends with the zero-size chunk.
+                None => raw[end + 4..].ends_with(b"0\r\n\r\n"),
+            };
+            if complete {
+                if let Some(n) = length {
+                    raw.truncate(end + 4 + n);
+                }
+                return parse_response(&raw);
+            }
+        }
+        let n = stream.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("connection closed".into());
+        }
+        raw.extend_from_slice(&buf[..n]);
     }
 }
 
