@@ -56,6 +56,26 @@ pub fn current_cells(c: &Campaign, store: &Store) -> Vec<CellResult> {
         .collect()
 }
 
+/// The cell's speculative acceptance as shown in the table.
+fn acceptance(r: &CellResult) -> String {
+    let a = r
+        .telemetry
+        .as_ref()
+        .and_then(|t| t.get("spec"))
+        .and_then(|s| s.get("acceptance"));
+    match a {
+        Some(a) => match (
+            a["acceptance_length"].as_f64(),
+            a["acceptance_rate"].as_f64(),
+        ) {
+            (Some(len), _) => format!("{len:.2}"),
+            (None, Some(rate)) => format!("{:.0}%", rate * 100.0),
+            _ => "0".into(),
+        },
+        None => "-".into(),
+    }
+}
+
 /// Render the summary table.
 pub fn render(c: &Campaign, cells: &[CellResult]) -> String {
     let baseline = c.run.baseline.as_deref();
@@ -90,6 +110,7 @@ pub fn render(c: &Campaign, cells: &[CellResult]) -> String {
                 p(s.and_then(|s| s.ttft_ms), |x| x.p50),
                 p(s.and_then(|s| s.ttft_ms), |x| x.p99),
                 p(s.and_then(|s| s.tpot_ms), |x| x.p50),
+                acceptance(r),
                 sp,
             ]
         })
@@ -102,9 +123,11 @@ pub fn render(c: &Campaign, cells: &[CellResult]) -> String {
         "TTFT p50",
         "TTFT p99",
         "TPOT p50",
+        "accept",
         "speedup decode/thru",
     ];
     let mut out = table::render(&header, &rows);
+    out.push_str("accept: speculative acceptance length (tokens per step) or, without step counts, the share of drafted tokens accepted\n");
     if let Some(b) = baseline {
         out.push_str(&format!("speedups are against server `{b}` at the same workload point (per-request decode speed / output throughput)\n"));
     }

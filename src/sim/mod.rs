@@ -580,11 +580,15 @@ impl Generation {
                     let cfg = &self.shared.cfg;
                     let mut k = 1;
                     if cfg.spec_draft_tokens > 0 {
+                                                // Tokens past the requested length are never emitted, so
+                        // they are not counted as accepted either.
+                        let room = (self.target - self.emitted).saturating_sub(1) as u32;
                         let accepted = model::draw_accepted(
                             &mut self.rng,
                             cfg.spec_draft_tokens,
                             cfg.spec_acceptance,
-                        );
+                        )
+                        .min(room);
                         let c = &self.shared.counters;
                         c.drafts.fetch_add(1, Ordering::Relaxed);
                         c.draft_tokens
