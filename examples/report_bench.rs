@@ -40,6 +40,7 @@ fn main() -> anyhow::Result<()> {
             }),
             args: vec![],
             env: BTreeMap::new(),
+            expected_failure: false,
         })
         .collect();
     let slo = parse_slo("ttft=100ms,tpot=20ms").map_err(anyhow::Error::msg)?;

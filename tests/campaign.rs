@@ -57,7 +57,9 @@ fn quickstart_runs_end_to_end_with_one_launch_per_server_and_crash_evidence() {
     let dir = tempfile::tempdir().unwrap();
     let text = include_str!("../examples/quickstart.toml")
         .replace("results_dir = \"../results\"", "results_dir = \"results\"");
-    let campaign = write_campaign(dir.path(), &text);
+    assert!(text.contains("expected_failure = true"));
+    // First without the expectation: a crashed variant makes the exit code say so.
+    let campaign = write_campaign(dir.path(), &text.replace("expected_failure = true\n", ""));
     let (code, stdout, stderr) = run(&["run", campaign.to_str().unwrap()]);
     assert_eq!(
         code, 3,
@@ -118,7 +120,11 @@ fn quickstart_runs_end_to_end_with_one_launch_per_server_and_crash_evidence() {
     // --rerun-failed) and launches only the crashed server, for its not-run cells.
     let baseline_before =
         std::fs::read(root.join("cells/baseline/chat-in512-out32-c1.json")).unwrap();
-    let (_, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    // The shipped campaign marks the crash as expected: same identities
+    // (the expectation changes no number), and exit code 0.
+    write_campaign(dir.path(), &text);
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
     assert_eq!(launches(&root), 5, "{stderr}");
     assert!(
         stderr.contains(&format!("{} reused", 20 - not_run)),

@@ -154,6 +154,11 @@ pub struct RawServer {
     /// Extra environment for this server.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// A config known to fail (a fault-injection demo, a known-broken build
+    /// kept for the record): its failures are reported but do not make the
+    /// exit code say the campaign failed.
+    #[serde(default)]
+    pub expected_failure: Option<bool>,
 }
 
 /// A speculative axis entry: a settings table or the string `none`.

@@ -74,6 +74,9 @@ pub struct ServerConfig {
     pub args: Vec<String>,
     /// Environment (engine-wide, defaults, then server's own).
     pub env: BTreeMap<String, String>,
+    /// Failures of this config are expected and do not fail the run's exit code.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expected_failure: bool,
 }
 
 impl ServerConfig {
@@ -495,6 +498,7 @@ fn merge_server(
         speculative: s.speculative.clone().or_else(|| d.speculative.clone()),
         args,
         env,
+        expected_failure: s.expected_failure.or(d.expected_failure).unwrap_or(false),
     }
 }
 
@@ -639,6 +643,7 @@ fn expand_servers(raw: &RawCampaign, src: &Source) -> Result<Vec<ServerConfig>, 
                                     speculative: spec.clone(),
                                     args: Vec::new(),
                                     env: BTreeMap::new(),
+                                    expected_failure: None,
                                 };
                                 let mut cfg = merge_server(raw, &raw_server, &m.args, &m.env);
                                 cfg.speculative = spec;

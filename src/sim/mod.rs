@@ -580,7 +580,7 @@ impl Generation {
                     let cfg = &self.shared.cfg;
                     let mut k = 1;
                     if cfg.spec_draft_tokens > 0 {
-                                                // Tokens past the requested length are never emitted, so
+                        // Tokens past the requested length are never emitted, so
                         // they are not counted as accepted either.
                         let room = (self.target - self.emitted).saturating_sub(1) as u32;
                         let accepted = model::draw_accepted(
