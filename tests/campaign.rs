@@ -479,6 +479,7 @@ concurrency = 1
 num_requests = 3
 [run]
 health_timeout = "60s"
+request_timeout = "60s"
 grace_period = "3s"
 "#
     );
