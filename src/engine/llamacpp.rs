@@ -12,7 +12,7 @@
 //! the launcher the test machines run instead of a native build; only the
 //! `draft-dflash` spec type is missing from its choices.
 
-use super::{EngineError, ServerSpec, SpecMethod, Speculative};
+use super::{push, EngineError, ServerSpec, SpecMethod, Speculative};
 
 /// Every flag this adapter can emit, as spelled in `common/arg.cpp`.
 pub const KNOWN_FLAGS: &[&str] = &[
@@ -111,11 +111,6 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
         speculative(s, &mut a).map_err(err)?;
     }
     Ok(a)
-}
-
-fn push(a: &mut Vec<String>, flag: &str, value: impl ToString) {
-    a.push(flag.to_string());
-    a.push(value.to_string());
 }
 
 fn speculative(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
@@ -220,19 +215,13 @@ fn speculative(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{test_spec, EngineKind};
+    use super::super::{test_spec, value_of, EngineKind};
     use super::*;
 
     fn spec_with(s: Speculative) -> ServerSpec {
         let mut spec = test_spec(EngineKind::Llamacpp);
         spec.speculative = Some(s);
         spec
-    }
-
-    fn value_of<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
-        argv.iter()
-            .position(|a| a == flag)
-            .map(|i| argv[i + 1].as_str())
     }
 
     fn err_of(spec: &ServerSpec) -> String {

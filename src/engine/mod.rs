@@ -319,6 +319,75 @@ fn expand(arg: &str, vars: &BTreeMap<&'static str, String>) -> String {
     out
 }
 
+/// Append `flag value` to an argv.
+pub(crate) fn push(a: &mut Vec<String>, flag: &str, value: impl ToString) {
+    a.push(flag.to_string());
+    a.push(value.to_string());
+}
+
+/// The names SGLang and vLLM give the server settings they share.
+pub(crate) struct ServerFlags {
+    /// Tensor-parallel size.
+    pub tp: &'static str,
+    /// Memory fraction.
+    pub mem_fraction: &'static str,
+    /// Max running requests.
+    pub max_running: &'static str,
+    /// Context length.
+    pub context: &'static str,
+}
+
+/// Validate and append host, port, served name, TP, memory fraction, max
+/// running requests and context length under the engine's flag names.
+pub(crate) fn push_server_flags(
+    spec: &ServerSpec,
+    f: &ServerFlags,
+    a: &mut Vec<String>,
+) -> Result<(), EngineError> {
+    let err = |m: String| EngineError::new(spec.engine, m);
+    push(a, "--host", &spec.host);
+    push(a, "--port", spec.port);
+    if let Some(name) = &spec.served_model_name {
+        push(a, "--served-model-name", name);
+    }
+    if spec.tp == 0 {
+        return Err(err("tp must be at least 1".into()));
+    }
+    push(a, f.tp, spec.tp);
+    if let Some(m) = spec.mem_fraction {
+        if !(m > 0.0 && m <= 1.0) {
+            return Err(err(format!(
+                "mem_fraction must be in (0, 1] ({}), got {m}",
+                f.mem_fraction
+            )));
+        }
+        push(a, f.mem_fraction, m);
+    }
+    if let Some(n) = spec.max_running_requests {
+        if n == 0 {
+            return Err(err("max_running_requests must be at least 1".into()));
+        }
+        push(a, f.max_running, n);
+    }
+    if let Some(c) = spec.context_length {
+        if c == 0 {
+            return Err(err(
+                "context_length must be at least 1; omit it to use the model's own".into(),
+            ));
+        }
+        push(a, f.context, c);
+    }
+    Ok(())
+}
+
+/// The value following `flag` in an argv.
+#[cfg(test)]
+pub(crate) fn value_of<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
+    argv.iter()
+        .position(|a| a == flag)
+        .map(|i| argv[i + 1].as_str())
+}
+
 #[cfg(test)]
 pub(crate) fn test_spec(engine: EngineKind) -> ServerSpec {
     ServerSpec {

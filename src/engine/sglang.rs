@@ -11,7 +11,17 @@
 //! (`organize_draft_results`, commit 003ddbce). Older releases kept the same
 //! checks inline in `ServerArgs.__post_init__`.
 
-use super::{EngineError, ServerSpec, SpecMethod, Speculative};
+use super::{
+    push, push_server_flags, EngineError, ServerFlags, ServerSpec, SpecMethod, Speculative,
+};
+
+/// This engine's names for the shared server settings.
+const FLAGS: ServerFlags = ServerFlags {
+    tp: "--tp-size",
+    mem_fraction: "--mem-fraction-static",
+    max_running: "--max-running-requests",
+    context: "--context-length",
+};
 
 /// Every flag this adapter can emit, as spelled in `server_args.py`.
 pub const KNOWN_FLAGS: &[&str] = &[
@@ -40,46 +50,11 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
     let err = |m: String| EngineError::new(spec.engine, m);
     let mut a = Vec::new();
     push(&mut a, "--model-path", &spec.model_path);
-    push(&mut a, "--host", &spec.host);
-    push(&mut a, "--port", spec.port);
-    if let Some(name) = &spec.served_model_name {
-        push(&mut a, "--served-model-name", name);
-    }
-    if spec.tp == 0 {
-        return Err(err("tp must be at least 1".into()));
-    }
-    push(&mut a, "--tp-size", spec.tp);
-    if let Some(f) = spec.mem_fraction {
-        if !(f > 0.0 && f <= 1.0) {
-            return Err(err(format!(
-                "mem_fraction must be in (0, 1] (--mem-fraction-static), got {f}"
-            )));
-        }
-        push(&mut a, "--mem-fraction-static", f);
-    }
-    if let Some(n) = spec.max_running_requests {
-        if n == 0 {
-            return Err(err("max_running_requests must be at least 1".into()));
-        }
-        push(&mut a, "--max-running-requests", n);
-    }
-    if let Some(c) = spec.context_length {
-        if c == 0 {
-            return Err(err(
-                "context_length must be at least 1; omit it to use the model's own".into(),
-            ));
-        }
-        push(&mut a, "--context-length", c);
-    }
+    push_server_flags(spec, &FLAGS, &mut a)?;
     if let Some(s) = &spec.speculative {
         speculative(s, &mut a).map_err(err)?;
     }
     Ok(a)
-}
-
-fn push(a: &mut Vec<String>, flag: &str, value: impl ToString) {
-    a.push(flag.to_string());
-    a.push(value.to_string());
 }
 
 fn speculative(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
@@ -247,19 +222,13 @@ fn eagle_budget(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{test_spec, EngineKind};
+    use super::super::{test_spec, value_of, EngineKind};
     use super::*;
 
     fn spec_with(s: Speculative) -> ServerSpec {
         let mut spec = test_spec(EngineKind::Sglang);
         spec.speculative = Some(s);
         spec
-    }
-
-    fn value_of<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
-        argv.iter()
-            .position(|a| a == flag)
-            .map(|i| argv[i + 1].as_str())
     }
 
     fn err_of(spec: &ServerSpec) -> String {

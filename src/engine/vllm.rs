@@ -15,7 +15,17 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{EngineError, ServerSpec, SpecMethod, Speculative};
+use super::{
+    push, push_server_flags, EngineError, ServerFlags, ServerSpec, SpecMethod, Speculative,
+};
+
+/// This engine's names for the shared server settings.
+const FLAGS: ServerFlags = ServerFlags {
+    tp: "--tensor-parallel-size",
+    mem_fraction: "--gpu-memory-utilization",
+    max_running: "--max-num-seqs",
+    context: "--max-model-len",
+};
 
 /// Every flag this adapter can emit, as spelled in `arg_utils.py` and `cli_args.py`.
 pub const KNOWN_FLAGS: &[&str] = &[
@@ -46,37 +56,7 @@ const SUPPORTED: &str = "eagle, eagle3, mtp, dflash, draft-model, ngram";
 pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
     let err = |m: String| EngineError::new(spec.engine, m);
     let mut a = vec![spec.model_path.clone()];
-    push(&mut a, "--host", &spec.host);
-    push(&mut a, "--port", spec.port);
-    if let Some(name) = &spec.served_model_name {
-        push(&mut a, "--served-model-name", name);
-    }
-    if spec.tp == 0 {
-        return Err(err("tp must be at least 1".into()));
-    }
-    push(&mut a, "--tensor-parallel-size", spec.tp);
-    if let Some(f) = spec.mem_fraction {
-        if !(f > 0.0 && f <= 1.0) {
-            return Err(err(format!(
-                "mem_fraction must be in (0, 1] (--gpu-memory-utilization), got {f}"
-            )));
-        }
-        push(&mut a, "--gpu-memory-utilization", f);
-    }
-    if let Some(n) = spec.max_running_requests {
-        if n == 0 {
-            return Err(err("max_running_requests must be at least 1".into()));
-        }
-        push(&mut a, "--max-num-seqs", n);
-    }
-    if let Some(c) = spec.context_length {
-        if c == 0 {
-            return Err(err(
-                "context_length must be at least 1; omit it to use the model's own".into(),
-            ));
-        }
-        push(&mut a, "--max-model-len", c);
-    }
+    push_server_flags(spec, &FLAGS, &mut a)?;
     if let Some(s) = &spec.speculative {
         if let Some(config) = speculative_config(s).map_err(err)? {
             // One argv element: vLLM parses the value with json.loads.
@@ -84,11 +64,6 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
         }
     }
     Ok(a)
-}
-
-fn push(a: &mut Vec<String>, flag: &str, value: impl ToString) {
-    a.push(flag.to_string());
-    a.push(value.to_string());
 }
 
 /// The `--speculative-config` object for `s`, or `None` when `s` asks for nothing.
@@ -187,19 +162,13 @@ fn speculative_config(s: &Speculative) -> Result<Option<Map<String, Value>>, Str
 
 #[cfg(test)]
 mod tests {
-    use super::super::{test_spec, EngineKind};
+    use super::super::{test_spec, value_of, EngineKind};
     use super::*;
 
     fn spec_with(s: Speculative) -> ServerSpec {
         let mut spec = test_spec(EngineKind::Vllm);
         spec.speculative = Some(s);
         spec
-    }
-
-    fn value_of<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
-        argv.iter()
-            .position(|a| a == flag)
-            .map(|i| argv[i + 1].as_str())
     }
 
     fn config_of(s: Speculative) -> Value {
