@@ -208,7 +208,7 @@ impl Endpoint {
                         if bad.is_some() || state.done {
                             return;
                         }
-                        match state.on_event(event, self.api) {
+                        match state.on_event(event) {
                             Ok(ChunkInfo::Content { tokens }) => rec.push_chunk(at, tokens),
                             Ok(ChunkInfo::Nothing) => {}
                             Err(f) => bad = Some(f),

@@ -256,7 +256,7 @@ impl StreamState {
     }
 
     /// Account for one SSE `data` payload.
-    pub fn on_event(&mut self, data: &[u8], _api: Api) -> Result<ChunkInfo, Failure> {
+    pub fn on_event(&mut self, data: &[u8]) -> Result<ChunkInfo, Failure> {
         if data == b"[DONE]" {
             self.done = true;
             return Ok(ChunkInfo::Nothing);
@@ -363,18 +363,12 @@ mod tests {
     fn role_only_and_usage_only_chunks_are_not_content() {
         let mut s = StreamState::default();
         let role = br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#;
-        assert_eq!(s.on_event(role, Api::Chat).unwrap(), ChunkInfo::Nothing);
+        assert_eq!(s.on_event(role).unwrap(), ChunkInfo::Nothing);
         let c = br#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#;
-        assert_eq!(
-            s.on_event(c, Api::Chat).unwrap(),
-            ChunkInfo::Content { tokens: 1 }
-        );
+        assert_eq!(s.on_event(c).unwrap(), ChunkInfo::Content { tokens: 1 });
         let usage = br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":3}},"timings":{"draft_n":4,"draft_n_accepted":3}}"#;
-        assert_eq!(s.on_event(usage, Api::Chat).unwrap(), ChunkInfo::Nothing);
-        assert_eq!(
-            s.on_event(b"[DONE]", Api::Chat).unwrap(),
-            ChunkInfo::Nothing
-        );
+        assert_eq!(s.on_event(usage).unwrap(), ChunkInfo::Nothing);
+        assert_eq!(s.on_event(b"[DONE]").unwrap(), ChunkInfo::Nothing);
         let mut rec = RequestRecord::new(0.0, 0.0);
         rec.push_chunk(5.0, 1);
         assert_eq!(s.finish(&mut rec), Outcome::Ok);
@@ -393,23 +387,17 @@ mod tests {
             br#"{"choices":[{"text":"a b c"}],"usage":{"prompt_tokens":5,"completion_tokens":3}}"#;
         let b =
             br#"{"choices":[{"text":"d e"}],"usage":{"prompt_tokens":5,"completion_tokens":5}}"#;
-        assert_eq!(
-            s.on_event(a, Api::Completions).unwrap(),
-            ChunkInfo::Content { tokens: 3 }
-        );
-        assert_eq!(
-            s.on_event(b, Api::Completions).unwrap(),
-            ChunkInfo::Content { tokens: 2 }
-        );
+        assert_eq!(s.on_event(a).unwrap(), ChunkInfo::Content { tokens: 3 });
+        assert_eq!(s.on_event(b).unwrap(), ChunkInfo::Content { tokens: 2 });
     }
 
     #[test]
     fn malformed_chunks_and_embedded_errors_are_classified() {
         let mut s = StreamState::default();
-        let e = s.on_event(b"{not json", Api::Chat).unwrap_err();
+        let e = s.on_event(b"{not json").unwrap_err();
         assert_eq!(e.class, FailureClass::Protocol);
         let e = s
-            .on_event(br#"{"error":{"message":"boom","code":500}}"#, Api::Chat)
+            .on_event(br#"{"error":{"message":"boom","code":500}}"#)
             .unwrap_err();
         assert_eq!(e.class, FailureClass::HttpError);
         assert!(e.detail.contains("boom"));

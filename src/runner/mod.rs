@@ -343,17 +343,24 @@ async fn run_group(
             r.server_run = Some(running.run.clone());
             eprintln!("   [{}] {} ...", g.server.id, cell.name);
             let window = slot.tracker.begin(&g.server.id, &cell.name);
-            let metrics_ep = Endpoint::new(&running.url, cell.workload.api).ok();
-            let before = match &metrics_ep {
-                Some(ep) => telemetry::scrape(ep, c.engine.kind).await,
-                None => Err("no endpoint".into()),
-            };
-            let sampler = telemetry::GpuSampler::start(&running.run.gpus);
-            let measured = measure(c, cell, &running.url, cancel).await;
-            let (gpus, gpu_note) = sampler.finish(&running.run.gpus).await;
-            let after = match &metrics_ep {
-                Some(ep) => telemetry::scrape(ep, c.engine.kind).await,
-                None => Err("no endpoint".into()),
+            // One client per cell: the scrapes and the load share its connections.
+            let endpoint = Endpoint::new(&running.url, cell.workload.api);
+            let (before, measured, gpus, gpu_note, after) = match endpoint {
+                Ok(ep) => {
+                    let before = telemetry::scrape(&ep, c.engine.kind).await;
+                    let sampler = telemetry::GpuSampler::start(&running.run.gpus);
+                    let measured = measure(c, cell, ep.clone(), cancel).await;
+                    let (gpus, gpu_note) = sampler.finish(&running.run.gpus).await;
+                    let after = telemetry::scrape(&ep, c.engine.kind).await;
+                    (before, measured, gpus, gpu_note, after)
+                }
+                Err(e) => (
+                    Err(e.to_string()),
+                    Err(e.to_string()),
+                    Vec::new(),
+                    None,
+                    Err(e.to_string()),
+                ),
             };
             let log_text = running
                 .local
@@ -642,11 +649,10 @@ pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String
 async fn measure(
     c: &Campaign,
     cell: &PlannedCell,
-    url: &str,
+    endpoint: Endpoint,
     cancel: &CancellationToken,
 ) -> Result<LevelSummary, String> {
     let w = &cell.workload;
-    let endpoint = Endpoint::new(url, w.api).map_err(|e| e.to_string())?;
     let spec = source_spec(c, w)?;
     let (src, info) = build_source(&spec, &endpoint).await?;
     let executor = Arc::new(HttpExecutor {
