@@ -555,3 +555,52 @@ fn logs_command_reads_engine_facts_and_the_crash_cause() {
         "{stdout}"
     );
 }
+
+#[test]
+fn plan_of_the_sglang_example_skips_what_cannot_fit_and_shows_kv_capacity() {
+    let path = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/sglang-hybrid-8gpu.toml"
+    ));
+    let c = servebench::campaign::load_campaign(path).unwrap();
+    let plan = servebench::plan::build(&c, &Default::default(), &Default::default(), "servebench");
+    for g in &plan.groups {
+        let skips: Vec<&String> = g
+            .cells
+            .iter()
+            .filter_map(|cell| match &cell.verdict {
+                servebench::plan::Verdict::Skip(r) => Some(r),
+                _ => None,
+            })
+            .collect();
+        if g.server.tp == 8 {
+            // GPU 0 is excluded, so the pool holds 7 GPUs.
+            assert_eq!(skips.len(), g.cells.len(), "{}", g.server.id);
+            assert!(
+                skips[0].contains("needs 8 GPUs but the pool has 7"),
+                "{}",
+                skips[0]
+            );
+        } else {
+            let m = g
+                .memory
+                .as_ref()
+                .unwrap_or_else(|| panic!("{}: no memory estimate", g.server.id));
+            assert!(
+                m.kv_capacity_tokens > 0 && m.state_slots.is_some(),
+                "{}: {m:?}",
+                g.server.id
+            );
+        }
+    }
+    let (code, stdout, _) = run(&["plan", path.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("KV capacity") && stdout.contains("state slots"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("all 21 cells skipped: tp=8 needs 8 GPUs"),
+        "{stdout}"
+    );
+}
