@@ -80,11 +80,13 @@ impl Endpoint {
         let uri: Uri = format!("{}{}", self.base, path)
             .parse()
             .map_err(|e| Failure::new(FailureClass::Connection, format!("bad URL: {e}")))?;
-        let req = Request::get(uri)
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| Failure::new(FailureClass::Connection, e.to_string()))?;
         let fut = async {
-            let resp = self.client.request(req).await.map_err(connect_failure)?;
+            let make = || {
+                let mut req = Request::new(Full::new(Bytes::new()));
+                *req.uri_mut() = uri.clone();
+                req
+            };
+            let (resp, _) = self.send(make).await.map_err(connect_failure)?;
             let status = resp.status().as_u16();
             let body = resp
                 .into_body()
@@ -100,6 +102,22 @@ impl Endpoint {
                 FailureClass::Timeout,
                 format!("no answer from {path} within {timeout:?}"),
             )),
+        }
+    }
+
+    /// Send a request built by `make`, and send it once more when a kept-alive
+    /// connection turns out to have been closed by the server just as it was
+    /// reused (llama.cpp closes after a fixed number of requests): nothing was
+    /// answered, so a fresh connection is safe. Returns the retries made.
+    async fn send(
+        &self,
+        make: impl Fn() -> Request<Full<Bytes>>,
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, u32), hyper_util::client::legacy::Error>
+    {
+        match self.client.request(make()).await {
+            Ok(r) => Ok((r, 0)),
+            Err(e) if !e.is_connect() => self.client.request(make()).await.map(|r| (r, 1)),
+            Err(e) => Err(e),
         }
     }
 
@@ -145,23 +163,15 @@ impl Endpoint {
         capture_text: bool,
         rec: &mut RequestRecord,
     ) -> Outcome {
-        let mut attempt = 0;
-        let resp = loop {
-            let req = match json_request(self.uri.clone(), body.clone()) {
-                Ok(r) => r,
-                Err(f) => return Outcome::Failed(f),
-            };
-            match self.client.request(req).await {
-                Ok(r) => break r,
-                // A kept-alive connection the server closed just as we reused it
-                // (llama.cpp closes after a fixed number of requests): nothing was
-                // answered, so sending again on a fresh connection is safe.
-                Err(e) if attempt == 0 && !e.is_connect() && rec.chunks.is_empty() => {
-                    attempt += 1;
-                    rec.retries += 1;
-                }
-                Err(e) => return Outcome::Failed(connect_failure(e)),
+        let resp = match self
+            .send(|| json_request(self.uri.clone(), body.clone()))
+            .await
+        {
+            Ok((r, retries)) => {
+                rec.retries += retries;
+                r
             }
+            Err(e) => return Outcome::Failed(connect_failure(e)),
         };
         let status = resp.status();
         let mut body = resp.into_body();
@@ -224,13 +234,13 @@ impl Endpoint {
     }
 }
 
-fn json_request(uri: Uri, body: Bytes) -> Result<Request<Full<Bytes>>, Failure> {
+fn json_request(uri: Uri, body: Bytes) -> Request<Full<Bytes>> {
     let mut req = Request::new(Full::new(body));
     *req.method_mut() = Method::POST;
     *req.uri_mut() = uri;
     req.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    Ok(req)
+    req
 }
 
 fn connect_failure(e: hyper_util::client::legacy::Error) -> Failure {
