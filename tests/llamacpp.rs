@@ -94,8 +94,17 @@ async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
 async fn killed_llamacpp_mid_run_yields_connection_or_protocol_failures() {
     let mut server = Some(start_llama(&["-c", "1024", "-np", "1"]));
     let url = server.as_ref().unwrap().url();
-    let killer = tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let port = server.as_ref().unwrap().port;
+    // Killed as soon as the server is decoding a request, whatever the
+    // machine's speed: the trigger is the server's own state, not a clock.
+    let killer = tokio::task::spawn_blocking(move || {
+        common::wait_until(
+            std::time::Duration::from_secs(120),
+            "llama.cpp to be decoding a measured request",
+            // The prompt-template probe decodes one token; 20 decode steps
+            // mean a 200-token request is streaming.
+            || common::prometheus_value(port, "llamacpp:n_decode_total").unwrap_or(0.0) >= 20.0,
+        );
         drop(server.take());
     });
     let (r, ok) = bench(&[

@@ -531,39 +531,3 @@ fn accuracy_vllm_v1_llama8b_h100() {
     assert!(within(kv, 54.62, 0.10), "{kv}");
     println!("vllm-v1-h100: KV {kv:.2} GiB vs 54.62 GiB");
 }
-
-/// Times 10_000 estimates over the fixtures; the figure is printed with `--nocapture`.
-#[test]
-fn bench_ten_thousand_estimates() {
-    let models: Vec<ModelInfo> = [
-        "Llama-3.1-8B-Instruct",
-        "DeepSeek-R1",
-        "gpt-oss-20b",
-        "Qwen3-Next-80B-A3B-Instruct",
-        "granite-4.0-h-micro",
-    ]
-    .iter()
-    .map(|n| fixture(n))
-    .collect();
-    let start = std::time::Instant::now();
-    let mut fits = 0u64;
-    for k in 0..10_000u32 {
-        let m = &models[k as usize % models.len()];
-        let engine = if k % 2 == 0 {
-            EngineRule::Sglang
-        } else {
-            EngineRule::Vllm
-        };
-        let mut i = MemoryInputs::new(engine, 1 << (k % 4), (40 + u64::from(k % 5) * 20) * GIB_U);
-        i.mem_fraction = Some(0.80 + f64::from(k % 10) / 100.0);
-        i.request_tokens = Some(1024 * u64::from(1 + k % 32));
-        i.concurrency = Some(1 + k % 64);
-        fits += estimate(m, &i).max_concurrent_requests.unwrap_or(0);
-    }
-    let elapsed = start.elapsed();
-    println!(
-        "10000 estimates in {:.1} ms ({fits})",
-        elapsed.as_secs_f64() * 1e3
-    );
-    assert!(elapsed.as_secs_f64() < 5.0);
-}

@@ -155,6 +155,19 @@ pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison 
     }
     let mut rows = Vec::new();
     let mut regressions = 0;
+    // A result file NEW cannot read is a cell that stopped working as far as
+    // a CI gate can tell; one in BASE only weakens the comparison.
+    for (file, err) in &new.unreadable {
+        regressions += 1;
+        notes.push(format!(
+            "REGRESSION unreadable result in NEW: {file}: {err}"
+        ));
+    }
+    for (file, err) in &base.unreadable {
+        notes.push(format!(
+            "unreadable result in BASE, not compared: {file}: {err}"
+        ));
+    }
     for ((server_id, point), (how, bs, ns)) in &groups {
         let ok_b: Vec<&&CellResult> = bs.iter().filter(|c| usable(c.status)).collect();
         let ok_n: Vec<&&CellResult> = ns.iter().filter(|c| usable(c.status)).collect();

@@ -174,6 +174,28 @@ pub fn start_llama(extra: &[&str]) -> LlamaServer {
     }
 }
 
+/// GET `path` from 127.0.0.1:`port` with a blocking socket; the status line
+/// and body, or `None` when the server cannot be reached.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).ok()?;
+    let mut buf = String::new();
+    let _ = s.read_to_string(&mut buf);
+    Some(buf)
+}
+
+/// The value of an unlabelled Prometheus sample `name` on `/metrics`.
+pub fn prometheus_value(port: u16, name: &str) -> Option<f64> {
+    let text = http_get(port, "/metrics")?;
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == name).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
 fn health_ok(port: u16) -> bool {
     use std::io::{Read, Write};
     let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
