@@ -148,7 +148,10 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
         let out_len = if cell.starts_with("len") { 24 } else { 16 };
         for r in reqs {
             assert_eq!(r["status"], "ok", "{name}");
-            assert_eq!(r["output_tokens"], out_len, "{name}: output tokens as asked");
+            assert_eq!(
+                r["output_tokens"], out_len,
+                "{name}: output tokens as asked"
+            );
             if cell.starts_with("len") {
                 // The server's usage counts exactly the planned prompt.
                 assert_eq!(r["input_tokens"], 100, "{name}");
@@ -169,12 +172,16 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
         assert_eq!(log["max_concurrency"]["factor"], 22.75);
         let spec = &c["telemetry"]["metrics"]["spec"];
         if server == "ngram" {
-            let counts = &spec["counts"];
+            // Counter deltas over the cell (vllm:spec_decode_*_total).
+            let counts = spec;
             let drafts = counts["drafts"].as_f64().unwrap_or_default();
             let drafted = counts["draft_tokens"].as_f64().unwrap();
             let accepted = counts["accepted_tokens"].as_f64().unwrap();
             assert!(drafts > 0.0, "{name}: {spec}");
-            assert!(drafted >= drafts && drafted <= 3.0 * drafts, "{name}: {spec}");
+            assert!(
+                drafted >= drafts && drafted <= 3.0 * drafts,
+                "{name}: {spec}"
+            );
             assert!(accepted <= drafted, "{name}: {spec}");
             let length = c["telemetry"]["metrics"]["spec_acceptance"]["acceptance_length"]
                 .as_f64()
@@ -184,7 +191,7 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
                 "{name}: acceptance length from the counter deltas"
             );
         } else {
-            assert!(spec.is_null() || spec["counts"]["drafts"] == 0, "{name}");
+            assert!(spec.is_null() || spec["drafts"] == 0, "{name}");
         }
     }
     // The same prompts give the same server-counted lengths on both servers.
@@ -216,11 +223,21 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
     let text = std::fs::read_to_string(campaign(kill_dir.path(), &kill_marker))
         .unwrap()
         .replace("output_len = 24", "output_len = 400")
-        .replace("num_requests = 2\n[[workload]]\nname = \"overflow\"", "num_requests = 50\n[[workload]]\nname = \"overflow\"");
+        .replace(
+            "num_requests = 2\n[[workload]]\nname = \"overflow\"",
+            "num_requests = 50\n[[workload]]\nname = \"overflow\"",
+        );
     let file = kill_dir.path().join("campaign.toml");
     std::fs::write(&file, text).unwrap();
     let mut child = Command::new(BIN)
-        .args(["run", file.to_str().unwrap(), "--only", "server=ar", "--only", "workload=len"])
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--only",
+            "server=ar",
+            "--only",
+            "workload=len",
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -232,7 +249,10 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
             .unwrap_or_default()
             .contains("POST /v1/completions")
     });
-    assert!(marked(&kill_marker).len() >= 3, "API server, EngineCore, Worker");
+    assert!(
+        marked(&kill_marker).len() >= 3,
+        "API server, EngineCore, Worker"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     wait_until(
@@ -252,6 +272,7 @@ fn every_flag_the_vllm_adapter_emits_is_accepted_by_the_real_vllm_parser() {
 name = "flags"
 [model]
 path = "/models/m"
+name = "m"
 [engine]
 kind = "vllm"
 [hardware]
@@ -260,7 +281,6 @@ gpus = [0, 1]
 mem_fraction = 0.8
 max_running_requests = 8
 context_length = 4096
-served_model_name = "m"
 [[server]]
 id = "ar"
 tp = 2
@@ -339,5 +359,56 @@ num_requests = 1
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(text.lines().filter(|l| l.starts_with("ok ")).count(), 8, "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("ok ")).count(),
+        8,
+        "{text}"
+    );
+}
+
+#[test]
+fn vllm_bench_serve_and_servebench_on_one_llamacpp_server_count_output_tokens_differently() {
+    // Only what is deterministic is asserted here; the timing figures of
+    // the same script are for reading (README).
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/compare-vllm-client.sh"
+    );
+    env("SERVEBENCH_VLLM_BIN");
+    let out = Command::new(script)
+        .arg("1")
+        .env("SERVEBENCH", BIN)
+        .env("N", "8")
+        .env("OUT", "32")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let row = |client: &str| {
+        rows.iter()
+            .find(|r| r["client"] == client)
+            .unwrap_or_else(|| panic!("{client} missing: {text}"))
+    };
+    let (sb, vllm) = (row("servebench"), row("vllm"));
+    assert_eq!(sb["completed"], 8);
+    assert_eq!(vllm["completed"], 8);
+    // The server's usage: with ignore_eos, exactly what was asked.
+    assert_eq!(sb["output_tokens"], 8 * 32, "{text}");
+    // vLLM's client re-tokenizes the streamed text instead.
+    assert_ne!(vllm["output_tokens"], 8 * 32, "{text}");
+    for r in [sb, vllm] {
+        for k in ["ttft", "tpot", "itl"] {
+            assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
+        }
+    }
 }

@@ -566,11 +566,10 @@ impl Scanner {
         if body.contains("Application startup complete") {
             self.ready(line_number, body);
         }
-        if let Some(gib) =
-            mem_after(body, "Model loading took")
-                .or_else(|| mem_after(body, "model weights took"))
-                // The CPU build prints only the checkpoint's size.
-                .or_else(|| mem_after(body, "Checkpoint size"))
+        if let Some(gib) = mem_after(body, "Model loading took")
+            .or_else(|| mem_after(body, "model weights took"))
+            // The CPU build prints only the checkpoint's size.
+            .or_else(|| mem_after(body, "Checkpoint size"))
         {
             self.facts.weights_gib = Some(gib);
         }
