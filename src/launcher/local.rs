@@ -238,7 +238,17 @@ impl Drop for LocalServer {
         self.kill_group(libc::SIGKILL);
         if self.lifeline.take().is_some() {
             // Closing the pipe also stops the supervisor, which must live
-            // long enough to kill the tree: no SIGKILL to it here.
+            // long enough to kill the tree: no SIGKILL to it here. Wait
+            // (bounded) for it, so that a servebench exiting right after
+            // this drop leaves nothing behind.
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            while self.exit.is_none() && std::time::Instant::now() < until {
+                match self.child.try_wait() {
+                    Ok(Some(s)) => self.exit = Some(s),
+                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                    Err(_) => break,
+                }
+            }
             return;
         }
         let _ = self.child.start_kill();
