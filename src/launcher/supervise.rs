@@ -102,7 +102,16 @@ pub fn main(args: &[String]) -> i32 {
         if let Some(d) = record.parent() {
             let _ = std::fs::create_dir_all(d);
         }
-        let _ = std::fs::write(&record, format!("{me} {start} {marker}\n"));
+        // The owner (the servebench that started us) is recorded too: a
+        // record is only stale once its owner is gone, since concurrent
+        // runs (Slurm jobs, --parallel) share a results directory.
+        // SAFETY: getppid has no preconditions.
+        let owner = unsafe { libc::getppid() };
+        let owner_start = start_time(owner).unwrap_or(0);
+        let _ = std::fs::write(
+            &record,
+            format!("{me} {start} {marker} {owner} {owner_start}\n"),
+        );
     }
     let mut cmd = std::process::Command::new(&argv[0]);
     cmd.args(&argv[1..]).process_group(0);
@@ -300,7 +309,8 @@ fn has_marker(pid: i32, marker: &str) -> bool {
     env.split(|b| *b == 0).any(|kv| kv == want.as_bytes())
 }
 
-/// Kill what earlier launches recorded in `dir` and left alive: every
+/// Kill what earlier launches recorded in `dir` and left alive after their
+/// servebench ended (records of a still-running servebench are left alone): every
 /// process carrying a recorded marker (the supervisor included, when its
 /// pid and start time still match). Returns how many were killed.
 pub fn reap_recorded(dir: &Path) -> usize {
@@ -326,6 +336,14 @@ pub fn reap_recorded(dir: &Path) -> usize {
         };
         if marker.len() != 32 {
             continue;
+        }
+        let owner = it.next().and_then(|s| s.parse::<i32>().ok());
+        let owner_start = it.next().and_then(|s| s.parse::<u64>().ok());
+        if let (Some(o), Some(os)) = (owner, owner_start) {
+            if start_time(o) == Some(os) {
+                // Its servebench still runs: a concurrent launch, not debris.
+                continue;
+            }
         }
         let until = Instant::now() + Duration::from_secs(10);
         loop {
@@ -381,5 +399,15 @@ mod tests {
         std::fs::write(&rec, format!("999999 1 {}\n", new_marker())).unwrap();
         assert_eq!(reap_recorded(rec.parent().unwrap()), 0);
         assert!(!rec.exists());
+        // A record whose owner (here: this process) still runs is kept.
+        let me = std::process::id() as i32;
+        let owned = format!(
+            "999999 1 {} {me} {}\n",
+            new_marker(),
+            start_time(me).unwrap()
+        );
+        std::fs::write(&rec, owned).unwrap();
+        assert_eq!(reap_recorded(rec.parent().unwrap()), 0);
+        assert!(rec.exists());
     }
 }
