@@ -8,6 +8,8 @@
 #   - openssh-server/-client and Slurm (slurmctld, slurmd, slurm-client, munge)
 #     from apt, for the launcher tests (scripts/test-sshd.sh, scripts/test-slurm.sh).
 #   - Debian's chromium (headless) and a font, for the HTML report test.
+#   - a vLLM (CPU build) environment and a Hugging Face copy of the test
+#     model, for tests/vllm.rs (scripts/setup-vllm-env.sh; ~6 GB).
 # Prints `export` lines for the variables the tests read; source its output.
 set -euo pipefail
 
@@ -61,6 +63,8 @@ if [ -f "$ROOT/scripts/gguf_to_tokenizer.py" ] && [ ! -s "$TOKENIZER" ]; then
     "$VENV/bin/python" "$ROOT/scripts/gguf_to_tokenizer.py" "$GGUF" "$TOKENIZER.tmp" >&2
     mv "$TOKENIZER.tmp" "$TOKENIZER"
 fi
+
+"$ROOT/scripts/setup-vllm-env.sh" "$CACHE" "$GGUF"
 
 echo "export SERVEBENCH_PYTHON='$VENV/bin/python'"
 echo "export SERVEBENCH_TEST_GGUF='$GGUF'"

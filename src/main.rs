@@ -3,8 +3,17 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use servebench::launcher::supervise;
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(supervise::SUBCOMMAND) {
+        // The supervisor is single-threaded on purpose: no runtime here.
+        return ExitCode::from(supervise::main(&args[2..]) as u8);
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        supervise::enable(exe);
+    }
     let cli = servebench::cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -610,3 +610,37 @@ fn plan_of_the_sglang_example_skips_what_cannot_fit_and_shows_kv_capacity() {
         "{stdout}"
     );
 }
+
+#[test]
+fn sigkill_mid_cell_leaves_no_process_of_a_wrapper_that_forks_and_detaches_grandchildren() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = format!("tree-model-{}", std::process::id());
+    // A wrapper in the manner of `vllm serve`: the leader forks helpers,
+    // one of them in a new session (out of the process group), one orphaned.
+    let sleeper = format!("python3 -c 'import time; time.sleep(300)' {model}");
+    let wrapper = format!(
+        "setsid {sleeper} & ({sleeper} &); {sleeper} & exec {BIN} sim --host {{host}} --port {{port}} --model-name {model} --decode-step-ms 20 --decode-step-per-seq-ms 0 --prefill-tok-s 0"
+    );
+    let text = SLOW
+        .replace("MODEL", &model)
+        .replace(
+            "kind = \"sim\"\nargs = [\"--decode-step-ms\", \"20\", \"--decode-step-per-seq-ms\", \"0\", \"--prefill-tok-s\", \"0\"]",
+            &format!("kind = \"command\"\nexecutable = [\"/bin/sh\", \"-c\", {wrapper:?}]"),
+        );
+    assert!(text.contains("kind = \"command\""));
+    let campaign = write_campaign(dir.path(), &text);
+    let root = dir.path().join("results/resume");
+    let mut child = spawn_run(&campaign);
+    wait_until(Duration::from_secs(60), "a stored cell", || {
+        !cells(&root).is_empty()
+    });
+    // The server and its three helpers are up, a cell is in flight.
+    assert!(pids_with(&model).len() >= 4, "{:?}", pids_with(&model));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until(
+        Duration::from_secs(15),
+        "every process of the killed campaign's server to die",
+        || pids_with(&model).is_empty(),
+    );
+}

@@ -2,11 +2,15 @@
 //! appended to `logs/<server-id>.log`, stopped with SIGTERM to the group, a
 //! grace period, then SIGKILL.
 //!
-//! The child also asks the kernel to kill it if servebench dies (even by
-//! SIGKILL), so an interrupted campaign never leaves a server behind.
+//! When the `servebench` binary runs, the server is started under
+//! `servebench __supervise` (see [`super::supervise`]), which kills the
+//! server's whole tree when servebench dies, SIGKILL included; grandchildren
+//! that left the group or the session are found through `/proc`. Without it
+//! (library use), the child asks the kernel to kill it if servebench dies.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -33,6 +37,9 @@ pub struct LocalServer {
     log: PathBuf,
     log_start: u64,
     exit: Option<std::process::ExitStatus>,
+    /// The write end of the supervisor's pipe (closing it stops the tree);
+    /// `None` when the server runs without a supervisor.
+    lifeline: Option<std::os::fd::OwnedFd>,
 }
 
 impl LocalServer {
@@ -69,24 +76,59 @@ impl LocalServer {
         writeln!(log, "\n===== {} =====", spec.header).map_err(|e| start_failed(e.to_string()))?;
         let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
         let err = log.try_clone().map_err(|e| start_failed(e.to_string()))?;
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args)
-            .envs(&spec.env)
+        let supervisor = super::supervise::exe();
+        let mut lifeline = None;
+        let mut cmd = match supervisor {
+            Some(exe) => {
+                super::supervise::reap_recorded(&super::supervise::record_dir(&spec.log));
+                let (read, write) = pipe()?;
+                let read_fd = read.as_raw_fd();
+                let mut cmd = tokio::process::Command::new(exe);
+                cmd.arg(super::supervise::SUBCOMMAND)
+                    .arg(read_fd.to_string())
+                    .arg(super::supervise::record_path(&spec.log))
+                    .arg("--")
+                    .arg(program)
+                    .args(args)
+                    .env(super::supervise::MARKER_VAR, super::supervise::new_marker());
+                // SAFETY: fcntl is async-signal-safe; it only lets the pipe's
+                // read end survive exec in the supervisor.
+                unsafe {
+                    cmd.pre_exec(move || {
+                        libc::fcntl(read_fd, libc::F_SETFD, 0);
+                        Ok(())
+                    });
+                }
+                lifeline = Some((read, write));
+                cmd
+            }
+            None => {
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(args);
+                // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+                unsafe {
+                    cmd.pre_exec(|| {
+                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                        Ok(())
+                    });
+                }
+                cmd
+            }
+        };
+        cmd.envs(&spec.env)
             .stdin(if piped { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(err))
             .process_group(0)
             .kill_on_drop(false);
-        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
         let mut child = cmd
             .spawn()
             .map_err(|e| start_failed(format!("cannot start `{program}`: {e}")))?;
+        // Only the supervisor keeps the read end.
+        let lifeline = lifeline.map(|(read, write)| {
+            drop(read);
+            write
+        });
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
         let stdin = child.stdin.take();
         Ok((
@@ -96,6 +138,7 @@ impl LocalServer {
                 log: spec.log.clone(),
                 log_start,
                 exit: None,
+                lifeline,
             },
             stdin,
         ))
@@ -151,13 +194,36 @@ impl LocalServer {
             return false;
         }
         self.kill_group(libc::SIGKILL);
-        if let Ok(s) = self.child.wait().await {
-            self.exit = Some(s);
+        // A supervisor needs a moment to kill the tree; a hung one is killed.
+        match tokio::time::timeout(Duration::from_secs(15), self.child.wait()).await {
+            Ok(Ok(s)) => self.exit = Some(s),
+            _ => {
+                let _ = self.child.start_kill();
+                if let Ok(s) = self.child.wait().await {
+                    self.exit = Some(s);
+                }
+            }
         }
         true
     }
 
     fn kill_group(&self, sig: i32) {
+        if self.lifeline.is_some() {
+            // The supervisor owns the tree; once it has exited (and been
+            // reaped) its pid may belong to someone else.
+            if self.exit.is_none() && self.pgid > 0 {
+                let sig = if sig == libc::SIGKILL {
+                    libc::SIGUSR1
+                } else {
+                    sig
+                };
+                // SAFETY: signalling our own, not yet reaped, child.
+                unsafe {
+                    libc::kill(self.pgid, sig);
+                }
+            }
+            return;
+        }
         if self.pgid > 0 {
             // SAFETY: signalling a process group we created; errors (already gone) are fine.
             unsafe {
@@ -170,9 +236,38 @@ impl LocalServer {
 impl Drop for LocalServer {
     fn drop(&mut self) {
         self.kill_group(libc::SIGKILL);
+        if self.lifeline.take().is_some() {
+            // Closing the pipe also stops the supervisor, which must live
+            // long enough to kill the tree: no SIGKILL to it here. Wait
+            // (bounded) for it, so that a servebench exiting right after
+            // this drop leaves nothing behind.
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            while self.exit.is_none() && std::time::Instant::now() < until {
+                match self.child.try_wait() {
+                    Ok(Some(s)) => self.exit = Some(s),
+                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                    Err(_) => break,
+                }
+            }
+            return;
+        }
         let _ = self.child.start_kill();
         let _ = self.child.try_wait();
     }
+}
+
+/// A pipe whose both ends close on exec.
+fn pipe() -> Result<(OwnedFd, OwnedFd), Failure> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds that we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(start_failed(format!(
+            "cannot create a pipe: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    unsafe { Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))) }
 }
 
 fn start_failed(detail: String) -> Failure {

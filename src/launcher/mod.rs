@@ -9,6 +9,7 @@ pub mod gpu;
 pub mod local;
 pub mod slurm;
 pub mod ssh;
+pub mod supervise;
 pub mod systemd;
 
 use std::collections::BTreeMap;

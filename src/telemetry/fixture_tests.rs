@@ -29,6 +29,7 @@ fn every_fixture_names_its_source() {
         fixture!("sglang_decode_hybrid_spec.log"),
         fixture!("vllm_startup.log"),
         fixture!("vllm_startup_args.log"),
+        fixture!("vllm_cpu_startup_0.32.log"),
         fixture!("vllm_crash_cuda.log"),
         fixture!("vllm_crash_traceback.log"),
         fixture!("llamacpp_startup_2024.log"),
@@ -47,7 +48,9 @@ fn every_fixture_names_its_source() {
     for text in all {
         let first = text.lines().next().unwrap_or("");
         assert!(
-            first.starts_with("# source: https://") || first.starts_with("# Constructed"),
+            first.starts_with("# source: https://")
+                || first.starts_with("# Constructed")
+                || first.starts_with("# Recorded from a real launch"),
             "{first}"
         );
     }
@@ -154,6 +157,21 @@ fn vllm_v1_startup() {
     assert_eq!(args.context_length, Some(32_768));
     assert!(approx(args.weights_gib, 12.66));
     assert_eq!(args.ready, None);
+}
+
+#[test]
+fn vllm_cpu_build_startup_from_a_real_launch() {
+    let f = scan_log(EngineKind::Vllm, fixture!("vllm_cpu_startup_0.32.log"));
+    assert_eq!(f.kv_cache_tokens, Some(46_592));
+    let mc = f.max_concurrency.unwrap();
+    assert_eq!(mc.tokens_per_request, 2048);
+    assert!((mc.factor - 22.75).abs() < 1e-9);
+    assert_eq!(f.context_length, Some(2048));
+    assert!(approx(f.kv_cache_gib, 1.0));
+    assert!(approx(f.weights_gib, 0.25));
+    assert_eq!(f.ready.unwrap().line_number, 36);
+    // Its many WARNING lines (no Triton, no tcmalloc) are not errors.
+    assert!(f.errors.is_empty(), "{:?}", f.errors);
 }
 
 #[test]

@@ -566,8 +566,10 @@ impl Scanner {
         if body.contains("Application startup complete") {
             self.ready(line_number, body);
         }
-        if let Some(gib) =
-            mem_after(body, "Model loading took").or_else(|| mem_after(body, "model weights took"))
+        if let Some(gib) = mem_after(body, "Model loading took")
+            .or_else(|| mem_after(body, "model weights took"))
+            // The CPU build prints only the checkpoint's size.
+            .or_else(|| mem_after(body, "Checkpoint size"))
         {
             self.facts.weights_gib = Some(gib);
         }
@@ -575,9 +577,19 @@ impl Scanner {
             &mut self.facts.kv_cache_gib,
             mem_after(body, "Available KV cache memory"),
         );
+        // The CPU build: `Explicitly set (1.0/23.54) GiB for KV cache on
+        // node 0.` (VLLM_CPU_KVCACHE_SPACE out of the node's memory).
+        if body.contains("GiB for KV cache") {
+            set(
+                &mut self.facts.kv_cache_gib,
+                num_after(body, "Explicitly set ("),
+            );
+        }
         set(
             &mut self.facts.kv_cache_tokens,
-            u64_after(body, "GPU KV cache size"),
+            // `GPU KV cache size` on GPUs, `CPU KV cache size` on the CPU
+            // build (and other devices' names elsewhere).
+            u64_after(body, "KV cache size"),
         );
         if let (Some(tokens), Some(factor)) = (
             u64_after(body, "Maximum concurrency for"),

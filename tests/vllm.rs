@@ -1,0 +1,414 @@
+//! The real vLLM (CPU build) with the real SmolLM2-135M model, both set up
+//! by scripts/setup-test-env.sh (SERVEBENCH_VLLM_BIN, SERVEBENCH_VLLM_MODEL,
+//! SERVEBENCH_VLLM_PYTHON). A vLLM launch costs a minute or more on two
+//! cores, so one campaign carries most assertions.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{cells, pids_with, run, wait_until};
+
+const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+
+fn env(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!(
+            "{var} is not set: the vLLM tests need the environment that \
+             `eval \"$(scripts/setup-test-env.sh)\"` builds (scripts/test.sh does it)"
+        )
+    })
+}
+
+/// Two servers (autoregressive, n-gram speculation), prompt kinds at
+/// concurrency 1 and 2, an exact-length workload and a prompt longer than
+/// the context. The context limit is passed as a raw flag so that the plan,
+/// which cannot see it, lets the over-long cell reach the server.
+fn campaign(dir: &Path, marker: &str) -> PathBuf {
+    let text = format!(
+        r#"
+[campaign]
+name = "vllm-real"
+results_dir = "results"
+[model]
+path = "{model}"
+name = "smollm2-135m"
+[engine]
+kind = "vllm"
+executable = ["{bin}", "serve"]
+args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--enforce-eager"]
+env = {{ VLLM_CPU_KVCACHE_SPACE = "1", HF_HUB_OFFLINE = "1", SERVEBENCH_TEST_TAG = "{marker}" }}
+[defaults]
+max_running_requests = 4
+[[server]]
+id = "ar"
+[[server]]
+id = "ngram"
+speculative = {{ method = "ngram", num_draft_tokens = 3 }}
+[[workload]]
+name = "kinds"
+api = "chat"
+prompt_kinds = ["quicksort", "haiku"]
+output_len = 16
+concurrency = [1, 2]
+num_requests = 2
+[[workload]]
+name = "len"
+input_len = 100
+output_len = 24
+concurrency = 1
+num_requests = 2
+[[workload]]
+name = "overflow"
+input_len = 2100
+output_len = 8
+concurrency = 1
+num_requests = 1
+[run]
+baseline = "ar"
+health_timeout = "600s"
+request_timeout = "120s"
+grace_period = "10s"
+"#,
+        model = env("SERVEBENCH_VLLM_MODEL"),
+        bin = env("SERVEBENCH_VLLM_BIN"),
+    );
+    let p = dir.join("campaign.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Live processes whose environment carries `marker` (every process of a
+/// server launched by the campaign inherits it).
+fn marked(marker: &str) -> Vec<i32> {
+    let want = format!("SERVEBENCH_TEST_TAG={marker}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let zombie = stat.rsplit(") ").next().is_some_and(|s| s.starts_with('Z'));
+        if !zombie && env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn launches(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .matches("\n===== ")
+        .count()
+}
+
+#[test]
+fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("vllm-campaign-{}", std::process::id());
+    let file = campaign(dir.path(), &marker);
+    let root = dir.path().join("results/vllm-real");
+    let (code, stdout, stderr) = run(&["run", file.to_str().unwrap()]);
+    // The overflow cells fail on purpose, so the exit code is 3.
+    assert_eq!(code, 3, "{stdout}\n{stderr}");
+    assert!(marked(&marker).is_empty(), "a server outlived the campaign");
+    let all = cells(&root);
+    assert_eq!(all.len(), 8, "{:?}", all.keys().collect::<Vec<_>>());
+    for server in ["ar", "ngram"] {
+        assert_eq!(
+            launches(&root.join(format!("logs/{server}.log"))),
+            1,
+            "{server}"
+        );
+    }
+    let mut kinds_inputs: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (name, c) in &all {
+        let (server, cell) = name.split_once('/').unwrap();
+        if cell.starts_with("overflow") {
+            assert_eq!(c["status"], "failed", "{name}");
+            assert_eq!(c["failure"]["class"], "context_overflow", "{name}");
+            assert_eq!(c["failure"]["status"], 400, "{name}");
+            let detail = c["failure"]["detail"].as_str().unwrap();
+            assert!(
+                detail.contains("maximum context length is 2048 tokens"),
+                "{name}: {detail}"
+            );
+            continue;
+        }
+        assert_eq!(c["status"], "ok", "{name}: {}", c["failure"]);
+        let reqs = c["summary"]["requests"].as_array().unwrap();
+        assert_eq!(reqs.len(), 2, "{name}");
+        let out_len = if cell.starts_with("len") { 24 } else { 16 };
+        for r in reqs {
+            assert_eq!(r["status"], "ok", "{name}");
+            assert_eq!(
+                r["output_tokens"], out_len,
+                "{name}: output tokens as asked"
+            );
+            if cell.starts_with("len") {
+                // The server's usage counts exactly the planned prompt.
+                assert_eq!(r["input_tokens"], 100, "{name}");
+            }
+        }
+        if cell.starts_with("kinds") {
+            let mut inputs: Vec<u64> = reqs
+                .iter()
+                .map(|r| r["input_tokens"].as_u64().unwrap())
+                .collect();
+            inputs.sort();
+            kinds_inputs.insert(format!("{server}/{cell}"), inputs);
+        }
+        // Engine-reported KV capacity from the CPU build's log line.
+        let log = &c["telemetry"]["log"];
+        assert_eq!(log["kv_cache_tokens"], 46_592, "{name}: {log}");
+        assert_eq!(log["max_concurrency"]["tokens_per_request"], 2048);
+        assert_eq!(log["max_concurrency"]["factor"], 22.75);
+        let spec = &c["telemetry"]["metrics"]["spec"];
+        if server == "ngram" {
+            // Counter deltas over the cell (vllm:spec_decode_*_total).
+            let counts = spec;
+            let drafts = counts["drafts"].as_f64().unwrap_or_default();
+            let drafted = counts["draft_tokens"].as_f64().unwrap();
+            let accepted = counts["accepted_tokens"].as_f64().unwrap();
+            assert!(drafts > 0.0, "{name}: {spec}");
+            assert!(
+                drafted >= drafts && drafted <= 3.0 * drafts,
+                "{name}: {spec}"
+            );
+            assert!(accepted <= drafted, "{name}: {spec}");
+            let length = c["telemetry"]["metrics"]["spec_acceptance"]["acceptance_length"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{name}: {}", c["telemetry"]));
+            assert!(
+                (length - (1.0 + accepted / drafts)).abs() < 1e-9,
+                "{name}: acceptance length from the counter deltas"
+            );
+        } else {
+            assert!(spec.is_null() || spec["drafts"] == 0, "{name}");
+        }
+    }
+    // The same prompts give the same server-counted lengths on both servers.
+    for (k, v) in &kinds_inputs {
+        if let Some(ar) = k.strip_prefix("ngram/") {
+            assert_eq!(Some(v), kinds_inputs.get(&format!("ar/{ar}")), "{k}");
+        }
+    }
+    // vLLM's own SpecDecoding log line, when printed, agrees with the counters.
+    let log = std::fs::read_to_string(root.join("logs/ngram.log")).unwrap();
+    let (_, scan, _) = run(&[
+        "logs",
+        root.join("logs/ngram.log").to_str().unwrap(),
+        "--engine",
+        "vllm",
+        "--json",
+    ]);
+    let scan: serde_json::Value = serde_json::from_str(&scan).unwrap();
+    assert_eq!(scan["kv_cache_tokens"], 46_592);
+    if log.contains("SpecDecoding metrics") {
+        let reported = scan["decode"]["mean_accept_length"].as_f64().unwrap();
+        assert!((1.0..=4.0).contains(&reported), "{reported}");
+    }
+
+    // SIGKILL servebench mid-cell: the API server, EngineCore and Worker
+    // must all go (they share the marker in their environment).
+    let kill_dir = tempfile::tempdir().unwrap();
+    let kill_marker = format!("vllm-kill-{}", std::process::id());
+    let text = std::fs::read_to_string(campaign(kill_dir.path(), &kill_marker))
+        .unwrap()
+        .replace("output_len = 24", "output_len = 400")
+        .replace(
+            "num_requests = 2\n[[workload]]\nname = \"overflow\"",
+            "num_requests = 50\n[[workload]]\nname = \"overflow\"",
+        );
+    let file = kill_dir.path().join("campaign.toml");
+    std::fs::write(&file, text).unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--only",
+            "server=ar",
+            "--only",
+            "workload=len",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = kill_dir.path().join("results/vllm-real/logs/ar.log");
+    wait_until(Duration::from_secs(600), "a request served", || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("POST /v1/completions")
+    });
+    assert!(
+        marked(&kill_marker).len() >= 3,
+        "API server, EngineCore, Worker"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until(
+        Duration::from_secs(20),
+        "every vLLM process of the killed campaign to exit",
+        || marked(&kill_marker).is_empty(),
+    );
+    assert!(pids_with(&kill_marker).is_empty());
+}
+
+#[test]
+fn every_flag_the_vllm_adapter_emits_is_accepted_by_the_real_vllm_parser() {
+    let dir = tempfile::tempdir().unwrap();
+    // One server per speculative method plus every shared setting.
+    let text = r#"
+[campaign]
+name = "flags"
+[model]
+path = "/models/m"
+name = "m"
+[engine]
+kind = "vllm"
+[hardware]
+gpus = [0, 1]
+[defaults]
+mem_fraction = 0.8
+max_running_requests = 8
+context_length = 4096
+[[server]]
+id = "ar"
+tp = 2
+[[server]]
+id = "ngram"
+speculative = { method = "ngram", num_draft_tokens = 3 }
+[[server]]
+id = "eagle"
+speculative = { method = "eagle", draft_model = "/models/d", num_draft_tokens = 3 }
+[[server]]
+id = "eagle3"
+speculative = { method = "eagle3", draft_model = "/models/d", num_draft_tokens = 3 }
+[[server]]
+id = "mtp"
+speculative = { method = "mtp", num_draft_tokens = 2 }
+[[server]]
+id = "mtp-model"
+speculative = { method = "mtp", draft_model = "/models/d", num_draft_tokens = 2 }
+[[server]]
+id = "draft"
+speculative = { method = "draft-model", draft_model = "/models/d", num_draft_tokens = 4 }
+[[server]]
+id = "dflash"
+speculative = { method = "dflash", draft_model = "/models/d", num_draft_tokens = 8 }
+[[workload]]
+name = "w"
+input_len = 10
+output_len = 10
+concurrency = 1
+num_requests = 1
+"#;
+    let file = dir.path().join("flags.toml");
+    std::fs::write(&file, text).unwrap();
+    let (code, stdout, stderr) = run(&["plan", "--json", file.to_str().unwrap()]);
+    assert!(code == 0 || code == 3, "{stderr}");
+    let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let argvs: Vec<&serde_json::Value> = plan["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            g["command"]
+                .get("Ok")
+                .unwrap_or_else(|| panic!("{}: {}", g["server"]["id"], g["command"]))
+        })
+        .collect();
+    assert_eq!(argvs.len(), 8);
+    let emitted: std::collections::BTreeSet<&str> = argvs
+        .iter()
+        .flat_map(|a| a.as_array().unwrap())
+        .filter_map(|a| a.as_str())
+        .filter(|a| a.starts_with("--"))
+        .collect();
+    for f in servebench::engine::vllm::KNOWN_FLAGS {
+        assert!(emitted.contains(f), "{f} is never emitted by this campaign");
+    }
+    let checker = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/vllm_check_args.py");
+    let mut child = Command::new(env("SERVEBENCH_VLLM_PYTHON"))
+        .arg(checker)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(&argvs).unwrap().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("ok ")).count(),
+        8,
+        "{text}"
+    );
+}
+
+#[test]
+fn vllm_bench_serve_and_servebench_on_one_llamacpp_server_count_output_tokens_differently() {
+    // Only what is deterministic is asserted here; the timing figures of
+    // the same script are for reading (README).
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/compare-vllm-client.sh"
+    );
+    env("SERVEBENCH_VLLM_BIN");
+    let out = Command::new(script)
+        .arg("1")
+        .env("SERVEBENCH", BIN)
+        .env("N", "8")
+        .env("OUT", "32")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let row = |client: &str| {
+        rows.iter()
+            .find(|r| r["client"] == client)
+            .unwrap_or_else(|| panic!("{client} missing: {text}"))
+    };
+    let (sb, vllm) = (row("servebench"), row("vllm"));
+    assert_eq!(sb["completed"], 8);
+    assert_eq!(vllm["completed"], 8);
+    // The server's usage: with ignore_eos, exactly what was asked.
+    assert_eq!(sb["output_tokens"], 8 * 32, "{text}");
+    // vLLM's client re-tokenizes the streamed text instead.
+    assert_ne!(vllm["output_tokens"], 8 * 32, "{text}");
+    for r in [sb, vllm] {
+        for k in ["ttft", "tpot", "itl"] {
+            assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
+        }
+    }
+}
