@@ -84,6 +84,8 @@ struct Resolved {
     prompts: Prompts,
     shapes: Vec<LoadShape>,
     stop: StopCondition,
+    /// No count or duration given for a scenario: one session per concurrent user.
+    sessions_once: bool,
     slos: Vec<Slo>,
     request_timeout: Duration,
 }
@@ -129,7 +131,14 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
         max_requests: a.num_requests,
         max_duration: duration,
     };
-    stop.validate()
+    // A scenario is a finite script: by default each level's users play it once.
+    let sessions_once = a.scenario.is_some() && stop.max_requests.is_none() && duration.is_none();
+    let check = StopCondition {
+        max_requests: stop.max_requests.or(sessions_once.then_some(1)),
+        ..stop
+    };
+    check
+        .validate()
         .map_err(|e| anyhow::anyhow!("{e}: give --num-requests and/or --duration"))?;
     if a.output_len == 0 {
         bail!("--output-len must be at least 1");
@@ -147,6 +156,7 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
         prompts,
         shapes,
         stop,
+        sessions_once,
         slos,
         request_timeout,
     })
@@ -216,6 +226,22 @@ pub async fn discover_model(endpoint: &Endpoint, wanted: Option<&str>) -> anyhow
         .ok_or_else(|| anyhow::anyhow!("{url} lists no model; pass --model explicitly"))
 }
 
+/// The stop condition of one level: as given, or for a scenario with none
+/// given, one session per concurrent user (one for a rate level).
+fn level_stop(r: &Resolved, shape: &LoadShape) -> StopCondition {
+    if !r.sessions_once {
+        return r.stop;
+    }
+    let users = match shape {
+        LoadShape::Concurrency { value } => u64::from(*value),
+        LoadShape::Rate { .. } => 1,
+    };
+    StopCondition {
+        max_requests: Some(users),
+        ..r.stop
+    }
+}
+
 /// Run `servebench bench`; returns whether every request succeeded.
 pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<bool> {
     let r = resolve(&args)?;
@@ -232,6 +258,7 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
         if cancel.is_cancelled() {
             break;
         }
+        let stop = level_stop(&r, shape);
         let spec = SourceSpec {
             api: args.api,
             model: model.clone(),
@@ -240,7 +267,7 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
             seed: args.seed.wrapping_add(i as u64),
             prompts: r.prompts.clone(),
             tokenizer: args.tokenizer.clone(),
-            count: r.stop.max_requests.map(|n| n + args.warmup),
+            count: stop.max_requests.map(|n| n + args.warmup),
             probe_timeout: r.request_timeout.min(std::time::Duration::from_secs(60)),
         };
         let built = std::time::Instant::now();
@@ -258,15 +285,15 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
         let label = format!("[{}/{}] {shape}", i + 1, r.shapes.len());
         let progress = crate::ui::LevelProgress::start(
             label.clone(),
-            r.stop.max_requests,
-            r.stop.max_duration,
+            stop.max_requests,
+            stop.max_duration,
             live.clone(),
         );
         let cpu0 = proc::cpu_seconds();
         let run = run_level(
             LevelPlan {
                 shape: *shape,
-                stop: r.stop,
+                stop,
                 warmup: args.warmup,
                 seed: args.seed.wrapping_add(i as u64),
             },
@@ -391,4 +418,60 @@ pub fn summary_table(levels: &[LevelSummary]) -> String {
         })
         .collect();
     format!("latencies in ms\n{}", table::render(&header, &rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(extra: &[&str]) -> BenchArgs {
+        let mut v = vec!["servebench", "bench", "--url", "http://127.0.0.1:1"];
+        v.extend(extra);
+        match crate::cli::Cli::try_parse_from(v).unwrap().command {
+            crate::cli::Command::Bench(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_scenario_without_a_count_plays_once_per_concurrent_user() {
+        let r = resolve(&args(&[
+            "--scenario",
+            "calculator",
+            "--api",
+            "chat",
+            "--concurrency",
+            "1,4",
+        ]))
+        .unwrap();
+        let counts: Vec<Option<u64>> = r
+            .shapes
+            .iter()
+            .map(|s| level_stop(&r, s).max_requests)
+            .collect();
+        assert_eq!(counts, [Some(1), Some(4)]);
+        // A count given is the count of sessions at every level.
+        let r = resolve(&args(&[
+            "--scenario",
+            "calculator",
+            "--api",
+            "chat",
+            "--concurrency",
+            "1,4",
+            "--num-requests",
+            "2",
+        ]))
+        .unwrap();
+        assert!(r
+            .shapes
+            .iter()
+            .all(|s| level_stop(&r, s).max_requests == Some(2)));
+        // Synthetic prompts still need a bound.
+        let e = resolve(&args(&["--concurrency", "1"]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--num-requests"), "{e}");
+    }
 }

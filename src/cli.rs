@@ -136,6 +136,9 @@ pub struct SelectArgs {
     /// Measure stored failed, partial and suspicious cells again.
     #[arg(long)]
     pub rerun_failed: bool,
+    /// Results of an earlier campaign with the same model and engine (a results directory or one campaign's folder): ETAs learn from its cells; repeatable.
+    #[arg(long, value_name = "DIR")]
+    pub prior_results: Vec<PathBuf>,
 }
 
 /// Arguments of `servebench plan`.
@@ -256,7 +259,7 @@ pub struct BenchArgs {
     /// Cap on requests in flight for --request-rate.
     #[arg(long)]
     pub max_concurrency: Option<u32>,
-    /// Measured requests per level.
+    /// Measured requests per level; with --scenario, sessions per level (each plays every turn; default: one per concurrent user).
     #[arg(long)]
     pub num_requests: Option<u64>,
     /// Stop dispatching after this long per level, e.g. 30s.
@@ -281,7 +284,7 @@ pub struct BenchArgs {
     /// Dataset format: sharegpt or jsonl (default: from the file extension).
     #[arg(long)]
     pub dataset_format: Option<String>,
-    /// Multi-turn sessions: a built-in scenario (calculator, etl-debug) or a scenario file; --num-requests counts sessions.
+    /// Multi-turn sessions: a built-in scenario (calculator, etl-debug) or a scenario file; --num-requests counts sessions, not turns (default: each concurrent user plays it once).
     #[arg(long)]
     pub scenario: Option<String>,
     /// The model's tokenizer.json for exact prompt lengths.

@@ -107,6 +107,7 @@ fn plan_options(s: &cli::SelectArgs) -> anyhow::Result<plan::PlanOptions> {
         only: plan::filter::parse_filters(&s.only).map_err(|e| anyhow::anyhow!("--only: {e}"))?,
         force: s.force,
         rerun_failed: s.rerun_failed,
+        prior_results: s.prior_results.clone(),
     })
 }
 
@@ -138,6 +139,12 @@ fn run_plan(a: cli::PlanArgs) -> anyhow::Result<ExitCode> {
         print!("{}", plan::render(&p, a.show_commands));
         if let Some(line) = launcher::slurm::plan_summary(&c, &p) {
             print!("{line}");
+        }
+        if a.show_commands {
+            let shown = launcher::show_commands(&c, &p, &exe, &job_args(&a.select));
+            if !shown.is_empty() {
+                print!("\nlaunch ({}):\n{shown}", c.launcher.kind().as_str());
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -436,6 +436,33 @@ impl Drop for Slurm {
     }
 }
 
+/// The job scripts `plan --show-commands` prints, by server id.
+fn shown_job_scripts(slurm: &Slurm, campaign: &Path) -> Vec<(String, String)> {
+    let (code, stdout, stderr) =
+        slurm.run(&["plan", campaign.to_str().unwrap(), "--show-commands"]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut out = Vec::new();
+    let mut lines = stdout.lines();
+    while let Some(l) = lines.next() {
+        let Some((server, _)) = l
+            .strip_prefix("server ")
+            .and_then(|r| r.split_once(": job script "))
+        else {
+            continue;
+        };
+        let mut text = String::new();
+        for l in lines.by_ref() {
+            if l.starts_with("submitted with: sbatch --parsable ") {
+                break;
+            }
+            text.push_str(l);
+            text.push('\n');
+        }
+        out.push((server.to_string(), text));
+    }
+    out
+}
+
 #[test]
 fn slurm_launcher_runs_one_job_per_server_records_what_slurm_killed_and_cancels_on_sigterm() {
     let started = Instant::now();
@@ -457,6 +484,49 @@ fn slurm_launcher_runs_one_job_per_server_records_what_slurm_killed_and_cancels_
         stdout.contains("slurm: 2 jobs (one per server config), no GPUs requested"),
         "{stdout}"
     );
+    // What `plan --show-commands` prints is a script Slurm accepts as is.
+    let scripts = shown_job_scripts(&slurm, &campaign);
+    assert_eq!(scripts.len(), 2, "{scripts:?}");
+    for (server, text) in &scripts {
+        assert!(text.contains("#SBATCH --partition=debug"), "{text}");
+        assert!(text.contains("#SBATCH --time="), "{text}");
+        assert!(
+            text.contains(&format!("--only server={server} --local")),
+            "{text}"
+        );
+        let path = write(dir.path(), &format!("shown-{server}.sh"), text);
+        let out = Command::new("sbatch")
+            .args(["--test-only", path.to_str().unwrap()])
+            .env("SLURM_CONF", &slurm.conf)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "sbatch --test-only rejected the shown script of {server}: {}\n{text}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // The same check rejects a script Slurm would refuse (no such partition).
+    let bad = write(
+        dir.path(),
+        "bad.toml",
+        &sim_campaign(
+            "bad",
+            &model,
+            1,
+            2,
+            "[launcher]\nkind = \"slurm\"\npartition = \"no-such-partition\"\n",
+        ),
+    );
+    let bad_scripts = shown_job_scripts(&slurm, &bad);
+    let path = write(dir.path(), "shown-bad.sh", &bad_scripts[0].1);
+    let out = Command::new("sbatch")
+        .args(["--test-only", path.to_str().unwrap()])
+        .env("SLURM_CONF", &slurm.conf)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a bad partition must be refused");
+
     let (code, stdout, stderr) = slurm.run(&["run", campaign.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("submitting 2 Slurm jobs"), "{stderr}");

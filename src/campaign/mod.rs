@@ -121,6 +121,9 @@ pub struct RawHardware {
     /// Memory of one GPU, e.g. `96GiB`.
     #[serde(default)]
     pub gpu_memory: Option<Spanned<String>>,
+    /// The GPU model (e.g. `h100`, `h200`, `a100`, `l40s`, `b200`), for ETAs from its bandwidth.
+    #[serde(default)]
+    pub gpu: Option<Spanned<String>>,
     /// Use GPUs even when `nvidia-smi` shows another process's memory on them (default false).
     #[serde(default)]
     pub use_busy_gpus: bool,
@@ -288,13 +291,13 @@ pub struct RawRun {
     /// Measure each cell this many times (default 1).
     #[serde(default)]
     pub repetitions: Option<u32>,
-    /// Start-up time guess for the ETA before anything is measured (default 90s; 2s for sim).
+    /// Start-up time for the ETA, overriding the per-engine prior (sim/llama.cpp ~1 s, vLLM/SGLang ~1 min + weight loading).
     #[serde(default)]
     pub startup_estimate: Option<Spanned<String>>,
-    /// Per-request decode speed guess for the ETA, tokens/s (default 50).
+    /// Per-request decode speed for the ETA, tokens/s, overriding the GPU/CPU prior (used when there is none: 50).
     #[serde(default)]
     pub decode_tok_s_estimate: Option<f64>,
-    /// Prefill speed guess for the ETA, tokens/s (default 5000).
+    /// Prefill speed for the ETA, tokens/s, overriding the prior (used when there is none: 5000).
     #[serde(default)]
     pub prefill_tok_s_estimate: Option<f64>,
     /// After a crash, restart the server once and retry the remaining cells (default false).

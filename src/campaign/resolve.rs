@@ -50,6 +50,9 @@ pub struct Hardware {
     pub exclude_gpus: Vec<u32>,
     /// Memory of one GPU.
     pub gpu_memory_bytes: Option<u64>,
+    /// The GPU model's canonical name (see `plan::eta::GPUS`).
+    #[serde(default)]
+    pub gpu: Option<String>,
     /// Use GPUs that other processes already hold memory on.
     #[serde(default)]
     pub use_busy_gpus: bool,
@@ -215,6 +218,12 @@ pub struct RunOptions {
     pub decode_tok_s_estimate: f64,
     /// Prefill speed guess, tokens/s.
     pub prefill_tok_s_estimate: f64,
+    /// Whether the campaign set a speed guess itself (it then wins over the priors).
+    #[serde(default)]
+    pub speed_given: bool,
+    /// Whether the campaign set `startup_estimate` itself.
+    #[serde(default)]
+    pub startup_given: bool,
     /// Restart once after a crash and retry the remaining cells.
     pub retry_after_crash: bool,
     /// Write the report files at the end of `run`.
@@ -385,8 +394,22 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         }
     }
 
-    let gpu_memory_bytes = match &raw.hardware.gpu_memory {
+    let gpu = match &raw.hardware.gpu {
         None => None,
+        Some(g) => Some(crate::plan::eta::gpu_by_name(g.get_ref()).ok_or_else(|| {
+            src.error(
+                g,
+                format!(
+                    "unknown GPU `{}`; known: {}",
+                    g.get_ref(),
+                    crate::plan::eta::gpu_names()
+                ),
+            )
+        })?),
+    };
+    let gpu_memory_bytes = match &raw.hardware.gpu_memory {
+        // A named GPU brings its memory size.
+        None => gpu.map(|g| (g.memory_gib * (1u64 << 30) as f64) as u64),
         Some(s) => Some(crate::memory::parse_bytes(s.get_ref()).map_err(|e| src.error(s, e))?),
     };
     let excluded: BTreeSet<u32> = raw.hardware.exclude_gpus.iter().copied().collect();
@@ -400,6 +423,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
             .collect(),
         exclude_gpus: raw.hardware.exclude_gpus.clone(),
         gpu_memory_bytes,
+        gpu: gpu.map(|g| g.names[0].to_string()),
         use_busy_gpus: raw.hardware.use_busy_gpus,
     };
 
@@ -422,6 +446,9 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         )?,
         decode_tok_s_estimate: raw.run.decode_tok_s_estimate.unwrap_or(50.0).max(1e-3),
         prefill_tok_s_estimate: raw.run.prefill_tok_s_estimate.unwrap_or(5000.0).max(1e-3),
+        speed_given: raw.run.decode_tok_s_estimate.is_some()
+            || raw.run.prefill_tok_s_estimate.is_some(),
+        startup_given: raw.run.startup_estimate.is_some(),
         retry_after_crash: raw.run.retry_after_crash.unwrap_or(false),
         report: raw.run.report.unwrap_or(true),
     };

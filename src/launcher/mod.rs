@@ -181,3 +181,108 @@ pub fn local_free_port() -> std::io::Result<u16> {
         .local_addr()?
         .port())
 }
+
+/// Stands for the port picked at launch in commands shown before it.
+const SHOWN_PORT: u16 = 65535;
+
+/// What each server group's launch will run, as `plan --show-commands`
+/// prints it: the Slurm job script and its `sbatch` line, the `ssh` session
+/// and port forward, or the `systemd-run` line. Built by the same functions
+/// the launchers submit with, so what is shown is what runs.
+pub fn show_commands(
+    c: &crate::campaign::Campaign,
+    plan: &crate::plan::Plan,
+    self_exe: &str,
+    forward: &[String],
+) -> String {
+    use crate::plan::shell_words;
+    let store = crate::store::Store::new(&c.results_dir);
+    let mut out = String::new();
+    for g in plan.groups.iter().filter(|g| g.needs_launch()) {
+        let port_note = |text: String| text.replace(&SHOWN_PORT.to_string(), "<port>");
+        match &c.launcher {
+            Launcher::Slurm(o) => {
+                let campaign = std::fs::canonicalize(&c.file).unwrap_or_else(|_| c.file.clone());
+                let (script, output) = slurm::job_paths(store.root(), &g.server.id);
+                let text = slurm::job_script(
+                    c,
+                    g,
+                    o,
+                    &slurm::JobSpec {
+                        self_exe,
+                        campaign: &campaign,
+                        output: &output,
+                        forward,
+                    },
+                );
+                out.push_str(&format!(
+                    "server {}: job script {}\n{}submitted with: {}\n\n",
+                    g.server.id,
+                    script.display(),
+                    text,
+                    shell_words(&slurm::sbatch_argv(&script))
+                ));
+            }
+            Launcher::Local => {}
+            l => {
+                let gpus: Vec<u32> = c
+                    .hardware
+                    .gpus
+                    .iter()
+                    .copied()
+                    .take(g.server.tp as usize)
+                    .collect();
+                let (log, _) = store.log_path(&g.server.id);
+                let req =
+                    match crate::runner::start_request(c, g, l, SHOWN_PORT, &gpus, log, self_exe) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            out.push_str(&format!(
+                                "server {}: cannot launch: {e}\n\n",
+                                g.server.id
+                            ));
+                            continue;
+                        }
+                    };
+                out.push_str(&format!("server {}:\n", g.server.id));
+                match l {
+                    Launcher::Ssh {
+                        target,
+                        forward_port,
+                    } => {
+                        let script = ssh::supervisor_script(&req.argv, &req.env, req.grace);
+                        out.push_str(&format!(
+                            "  ssh session: {}\n",
+                            port_note(shell_words(&ssh::session_argv(target, &script)))
+                        ));
+                        if *forward_port {
+                            out.push_str(&format!(
+                                "  port forward: {}\n",
+                                shell_words(&ssh::forward_argv(target, 0, SHOWN_PORT))
+                                    .replace(":0:", ":<local port>:")
+                                    .replace(&SHOWN_PORT.to_string(), "<port>")
+                            ));
+                        }
+                    }
+                    Launcher::Systemd { ssh, properties } => {
+                        let cmds = systemd::commands(ssh.as_ref(), properties, &req);
+                        out.push_str(&format!(
+                            "  start: {}\n  logs:  {}\n  stop:  {}\n",
+                            port_note(shell_words(&cmds.start)),
+                            shell_words(&cmds.logs),
+                            shell_words(&cmds.stop)
+                        ));
+                    }
+                    _ => {}
+                }
+                if !gpus.is_empty() {
+                    out.push_str(
+                        "  (GPUs shown are the first free ones; the pool assigns them at launch)\n",
+                    );
+                }
+                out.push('\n');
+            }
+        }
+    }
+    out
+}

@@ -41,17 +41,15 @@ pub fn time_limit_min(eta_s: f64, o: &SlurmOptions) -> u64 {
         .max(1.0) as u64
 }
 
-/// The `sbatch` argv for one group (the job script path last).
-pub fn sbatch_argv(
+/// The `sbatch` options for one group, written into its job script as
+/// `#SBATCH` lines (so the script alone is what a user pastes or submits).
+pub fn sbatch_options(
     c: &Campaign,
     g: &ServerGroup,
     o: &SlurmOptions,
-    script: &Path,
     output: &Path,
 ) -> Vec<String> {
     let mut v = vec![
-        "sbatch".to_string(),
-        "--parsable".into(),
         format!("--job-name=servebench-{}-{}", c.name, g.server.id),
         format!("--output={}", output.display()),
         format!("--time={}", time_limit_min(g.eta_s(), o)),
@@ -71,25 +69,72 @@ pub fn sbatch_argv(
             GpusFlag::Gres => format!("--gres=gpu:{}", g.server.tp),
         });
     }
+    // The job sees the submitting shell's environment (Slurm's default, stated).
+    v.push("--export=ALL".into());
     v.extend(o.extra_sbatch.iter().cloned());
-    v.push(script.display().to_string());
     v
 }
 
-/// The batch script: run this group's cells on the allocated node.
-pub fn job_script(self_exe: &str, campaign: &Path, server: &str, forward: &[String]) -> String {
+/// The `sbatch` argv that submits a job script.
+pub fn sbatch_argv(script: &Path) -> Vec<String> {
+    vec![
+        "sbatch".to_string(),
+        "--parsable".into(),
+        script.display().to_string(),
+    ]
+}
+
+/// Everything one group's job needs to be written and submitted.
+pub struct JobSpec<'a> {
+    /// This servebench executable (on the node: a shared path).
+    pub self_exe: &'a str,
+    /// The campaign file, absolute.
+    pub campaign: &'a Path,
+    /// `--output` of the job.
+    pub output: &'a Path,
+    /// Selection flags the job repeats.
+    pub forward: &'a [String],
+}
+
+/// The job script of one group: its `#SBATCH` options, the environment its
+/// server gets, and the `servebench run --only server=<id> --local` it runs.
+pub fn job_script(c: &Campaign, g: &ServerGroup, o: &SlurmOptions, j: &JobSpec) -> String {
     let mut argv = vec![
-        self_exe.to_string(),
+        j.self_exe.to_string(),
         "run".into(),
-        campaign.display().to_string(),
+        j.campaign.display().to_string(),
         "--only".into(),
-        format!("server={server}"),
+        format!("server={}", g.server.id),
         "--local".into(),
     ];
-    argv.extend(forward.iter().cloned());
-    format!(
-        "#!/bin/sh\n# servebench: the cells of server `{server}`, started on this job's node.\nexec {}\n",
-        shell_words(&argv)
+    argv.extend(j.forward.iter().cloned());
+    let mut text = String::from("#!/bin/sh\n");
+    for opt in sbatch_options(c, g, o, j.output) {
+        text.push_str(&format!("#SBATCH {opt}\n"));
+    }
+    text.push_str(&format!(
+        "# servebench: the cells of server `{}`, started on this job's node.\n",
+        g.server.id
+    ));
+    if !g.spec.env.is_empty() {
+        let env: Vec<String> = g.spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        text.push_str(&format!(
+            "# servebench sets for the server: {}\n",
+            shell_words(&env)
+        ));
+    }
+    text.push_str(&format!("exec {}\n", shell_words(&argv)));
+    text
+}
+
+/// Where a group's job script and output go under the results directory.
+pub fn job_paths(store_root: &Path, server: &str) -> (PathBuf, PathBuf) {
+    // Absolute: the job starts in whatever directory sbatch ran from.
+    let root = std::path::absolute(store_root).unwrap_or_else(|_| store_root.to_path_buf());
+    let dir = root.join("slurm");
+    (
+        dir.join(format!("{server}.sh")),
+        dir.join(format!("{server}-%j.out")),
     )
 }
 
@@ -267,13 +312,15 @@ pub async fn submit(
         if cancel.is_cancelled() {
             break;
         }
-        let script = dir.join(format!("{}.sh", g.server.id));
-        crate::util::fsx::write_atomic(
-            &script,
-            job_script(self_exe, &campaign, &g.server.id, forward).as_bytes(),
-        )?;
-        let output = dir.join(format!("{}-%j.out", g.server.id));
-        let argv = sbatch_argv(c, g, o, &script, &output);
+        let (script, output) = job_paths(store.root(), &g.server.id);
+        let spec = JobSpec {
+            self_exe,
+            campaign: &campaign,
+            output: &output,
+            forward,
+        };
+        crate::util::fsx::write_atomic(&script, job_script(c, g, o, &spec).as_bytes())?;
+        let argv = sbatch_argv(&script);
         let text = match output_of(&argv).await {
             Ok(t) => t,
             Err(e) => {
@@ -453,41 +500,45 @@ mod tests {
     }
 
     #[test]
-    fn sbatch_asks_for_tp_gpus_and_eta_plus_margin() {
+    fn the_job_script_asks_for_tp_gpus_and_eta_plus_margin_and_runs_only_its_server() {
         let c = campaign("partition = \"h100\"\naccount = \"lab\"\ngpus_flag = \"gres\"\nnodes = 1\nextra_sbatch = [\"--qos=low\"]\ntime_margin = \"10m\"\n");
         let plan = crate::plan::build(&c, &Default::default(), &Default::default(), "servebench");
         let Launcher::Slurm(o) = &c.launcher else {
             panic!()
         };
         let g = &plan.groups[0];
-        let argv = sbatch_argv(&c, g, o, Path::new("/r/tp2.sh"), Path::new("/r/tp2-%j.out"));
         let want_min = time_limit_min(g.eta_s(), o);
         assert!(g.eta_s() >= 300.0);
         assert_eq!(want_min, ((g.eta_s() + 600.0) / 60.0).ceil() as u64);
+        let script = job_script(
+            &c,
+            g,
+            o,
+            &JobSpec {
+                self_exe: "/opt/servebench",
+                campaign: Path::new("/c/camp.toml"),
+                output: Path::new("/r/tp2-%j.out"),
+                forward: &["--rerun-failed".into()],
+            },
+        );
         assert_eq!(
-            shell_words(&argv),
-            format!("sbatch --parsable --job-name=servebench-big-tp2 --output=/r/tp2-%j.out --time={want_min} --partition=h100 --account=lab --nodes=1 --gres=gpu:2 --qos=low /r/tp2.sh")
+            script,
+            format!(
+                "#!/bin/sh\n#SBATCH --job-name=servebench-big-tp2\n#SBATCH --output=/r/tp2-%j.out\n\
+                 #SBATCH --time={want_min}\n#SBATCH --partition=h100\n#SBATCH --account=lab\n\
+                 #SBATCH --nodes=1\n#SBATCH --gres=gpu:2\n#SBATCH --export=ALL\n#SBATCH --qos=low\n\
+                 # servebench: the cells of server `tp2`, started on this job's node.\n\
+                 exec /opt/servebench run /c/camp.toml --only server=tp2 --local --rerun-failed\n"
+            )
+        );
+        assert_eq!(
+            shell_words(&sbatch_argv(Path::new("/r/tp2.sh"))),
+            "sbatch --parsable /r/tp2.sh"
         );
         let s = plan_summary(&c, &plan).unwrap();
         assert!(s.starts_with("slurm: 2 jobs"), "{s}");
         assert!(
             s.contains("GPU-hours requested") && s.contains("partition h100"),
-            "{s}"
-        );
-    }
-
-    #[test]
-    fn the_job_runs_only_its_server_locally() {
-        let s = job_script(
-            "/opt/servebench",
-            Path::new("/c/camp.toml"),
-            "tp2",
-            &["--rerun-failed".into()],
-        );
-        assert!(
-            s.ends_with(
-                "exec /opt/servebench run /c/camp.toml --only server=tp2 --local --rerun-failed\n"
-            ),
             "{s}"
         );
     }

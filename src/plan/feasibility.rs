@@ -28,6 +28,12 @@ pub struct MemorySummary {
     pub state_slots: Option<u64>,
     /// Weights per GPU, GiB.
     pub weights_gib: f64,
+    /// Weights per GPU, bytes (what a decode step reads).
+    #[serde(skip)]
+    pub weights_bytes_per_gpu: u64,
+    /// KV bytes one token of context adds on one GPU.
+    #[serde(skip)]
+    pub kv_bytes_per_token_per_gpu: u64,
     /// Effective max running requests.
     pub max_running_requests: u64,
     /// Blocking problems (the server cannot start).
@@ -82,6 +88,8 @@ pub fn memory(
                 kv_capacity_tokens: 0,
                 state_slots: None,
                 weights_gib: 0.0,
+                weights_bytes_per_gpu: 0,
+                kv_bytes_per_token_per_gpu: 0,
                 max_running_requests: 0,
                 errors: Vec::new(),
                 warnings: vec![format!("memory model unavailable: {e}")],
@@ -113,6 +121,8 @@ pub fn memory(
         kv_capacity_tokens: est.kv_capacity_tokens,
         state_slots: est.state_slots,
         weights_gib: est.weights_bytes_per_gpu as f64 / (1u64 << 30) as f64,
+        weights_bytes_per_gpu: est.weights_bytes_per_gpu + est.draft_weights_bytes_per_gpu,
+        kv_bytes_per_token_per_gpu: est.kv_bytes_per_token_per_gpu,
         max_running_requests: est.max_running_requests,
         errors,
         warnings,

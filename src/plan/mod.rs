@@ -2,18 +2,20 @@
 //! skip with a reason) and an estimated duration, grouped by server config
 //! so each server is started once. Nothing is started here.
 
+pub mod eta;
 pub mod feasibility;
 pub mod filter;
+pub mod prior;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::campaign::{Campaign, ServerConfig, WorkloadPoint};
 use crate::engine::{self, ServerSpec};
-use crate::load::schedule::LoadShape;
 use crate::store::identity::{cell_identity, model_config_digest};
-use crate::store::{StoreIndex, StoredCell};
+use crate::store::{CellStatus, StoreIndex, StoredCell};
 use crate::ui::table;
 use filter::Filter;
 
@@ -83,6 +85,10 @@ pub struct ServerGroup {
     pub cells: Vec<PlannedCell>,
     /// Estimated start-up time, s (0 when nothing runs).
     pub startup_eta_s: f64,
+    /// Where the speed prior comes from.
+    pub eta_basis: String,
+    /// Whether measured cells corrected the prior.
+    pub calibrated: bool,
 }
 
 impl ServerGroup {
@@ -118,6 +124,9 @@ pub struct Plan {
     pub filtered_out: usize,
     /// Stored files that could not be read.
     pub unreadable: Vec<String>,
+    /// The estimator behind the ETAs, for refining them while the campaign runs.
+    #[serde(skip)]
+    pub estimator: Option<eta::Estimator>,
 }
 
 /// Options that change verdicts.
@@ -129,6 +138,8 @@ pub struct PlanOptions {
     pub force: bool,
     /// `--rerun-failed`: measure stored failures again.
     pub rerun_failed: bool,
+    /// Results of earlier campaigns (same model and engine) the ETAs learn from.
+    pub prior_results: Vec<PathBuf>,
 }
 
 /// The spec of a server config (port 0 until launch).
@@ -154,7 +165,7 @@ pub fn server_spec(c: &Campaign, s: &ServerConfig) -> ServerSpec {
 pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &str) -> Plan {
     let digest = model_config_digest(&c.model);
     let model_info = feasibility::load_model(c);
-    let speed = SpeedModel::from_store(c, index);
+    let est = estimator(c, index, &opts.prior_results);
     let mut groups = Vec::new();
     let mut filtered_out = 0;
     for s in &c.servers {
@@ -176,7 +187,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 None => stored_verdict(index, &identity, &s.id, &name, opts),
             };
             cells.push(PlannedCell {
-                eta_s: speed.cell_s(w),
+                eta_s: 0.0,
                 name,
                 identity,
                 workload: w.clone(),
@@ -187,6 +198,20 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
         if cells.is_empty() {
             continue;
         }
+        // In run order, so a simulated crash ends the estimate where it ends the server.
+        let runs: Vec<&WorkloadPoint> = cells
+            .iter()
+            .filter(|c| c.verdict.runs())
+            .map(|c| &c.workload)
+            .collect();
+        let mut etas = est.cells_s(&s.id, &runs).into_iter();
+        for cell in cells.iter_mut() {
+            cell.eta_s = if cell.verdict.runs() {
+                etas.next().unwrap_or(0.0)
+            } else {
+                est.cell_s(&s.id, &cell.workload)
+            };
+        }
         let reported_kv_tokens = index
             .by_identity
             .values()
@@ -195,7 +220,13 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             .find_map(|l| l.max_total_num_tokens.or(l.kv_cache_tokens));
         groups.push(ServerGroup {
             reported_kv_tokens,
-            startup_eta_s: speed.startup_s(&s.id),
+            startup_eta_s: est.startup_s(&s.id),
+            eta_basis: est
+                .speeds
+                .get(&s.id)
+                .map(|sp| sp.basis.clone())
+                .unwrap_or_default(),
+            calibrated: !est.calibration.is_empty(),
             server: s.clone(),
             spec,
             command,
@@ -212,6 +243,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             .iter()
             .map(|(p, e)| format!("{}: {e}", p.display()))
             .collect(),
+        estimator: Some(est),
     }
 }
 
@@ -239,87 +271,128 @@ fn stored_verdict(
     }
 }
 
-/// Duration estimates: configured guesses, scaled by what stored cells took.
-struct SpeedModel {
-    startup_guess: f64,
-    decode: f64,
-    prefill: f64,
-    startup_measured: BTreeMap<String, f64>,
-    startup_mean: Option<f64>,
-    scale: f64,
-}
-
-impl SpeedModel {
-    fn from_store(c: &Campaign, index: &StoreIndex) -> Self {
-        let mut startup_measured = BTreeMap::new();
-        let mut all = Vec::new();
-        for cell in index.by_identity.values() {
-            if let Some(s) = cell.server_run.as_ref().and_then(|r| r.startup_s) {
-                startup_measured.insert(cell.server_id.clone(), s);
-                all.push(s);
-            }
-        }
-        let mut model = Self {
-            startup_guess: c.run.startup_estimate.as_secs_f64(),
-            decode: c.run.decode_tok_s_estimate,
-            prefill: c.run.prefill_tok_s_estimate,
-            startup_measured,
-            startup_mean: (!all.is_empty()).then(|| all.iter().sum::<f64>() / all.len() as f64),
-            scale: 1.0,
-        };
-        // Compare stored cells' real durations with what the guesses predict.
-        let by_key: BTreeMap<(String, String), &StoredCell> = index
-            .by_identity
-            .values()
-            .map(|c| ((c.server_id.clone(), c.cell_name.clone()), c))
-            .collect();
-        let (mut measured, mut predicted) = (0.0, 0.0);
-        for s in &c.servers {
-            for w in &c.workloads {
-                if let Some(cell) = by_key.get(&(s.id.clone(), w.cell_name())) {
-                    if let Some(sum) = &cell.summary {
-                        measured += sum.duration_s;
-                        predicted += model.raw_cell_s(w);
-                    }
+/// The estimator for a campaign: priors per server config, corrected by
+/// the stored cells of this campaign and of the `--prior-results` given.
+pub fn estimator(c: &Campaign, index: &StoreIndex, prior_results: &[PathBuf]) -> eta::Estimator {
+    let model_info = feasibility::load_model(c);
+    let mut e = eta::Estimator {
+        speeds: BTreeMap::new(),
+        startup_priors: BTreeMap::new(),
+        keys: BTreeMap::new(),
+        calibration: eta::Calibration::default(),
+    };
+    for s in &c.servers {
+        let (speed, startup) = prior_for(c, s, model_info.as_ref());
+        e.speeds.insert(s.id.clone(), speed);
+        e.startup_priors.insert(s.id.clone(), startup);
+        e.keys.insert(s.id.clone(), eta::server_key(s));
+    }
+    let by_key: BTreeMap<(String, String), &StoredCell> = index
+        .by_identity
+        .values()
+        .map(|c| ((c.server_id.clone(), c.cell_name.clone()), c))
+        .collect();
+    for s in &c.servers {
+        let mut startup_seen = false;
+        for w in &c.workloads {
+            let Some(cell) = by_key.get(&(s.id.clone(), w.cell_name())) else {
+                continue;
+            };
+            if !startup_seen {
+                if let Some(m) = cell.server_run.as_ref().and_then(|r| r.startup_s) {
+                    startup_seen = true;
+                    e.calibration.observe_startup(eta::StartupObservation {
+                        server: eta::server_key(s),
+                        predicted_s: e.startup_priors[&s.id],
+                        measured_s: m,
+                    });
                 }
             }
-        }
-        if measured > 0.0 && predicted > 0.0 {
-            model.scale = measured / predicted;
-        }
-        model
-    }
-
-    fn startup_s(&self, server: &str) -> f64 {
-        self.startup_measured
-            .get(server)
-            .copied()
-            .or(self.startup_mean)
-            .unwrap_or(self.startup_guess)
-    }
-
-    fn raw_cell_s(&self, w: &WorkloadPoint) -> f64 {
-        let per_request = w.input_len as f64 / self.prefill + w.output_len as f64 / self.decode;
-        let requests = w.num_requests.map(|n| n as f64);
-        let by_count = requests.map(|n| match w.load {
-            LoadShape::Concurrency { value } => {
-                ((n + w.warmup as f64) / value as f64).ceil() * per_request
+            if let (Some(sum), true) = (&cell.summary, timing_counts(cell.status)) {
+                e.calibration.observe(observation(&e, s, w, sum.duration_s));
             }
-            LoadShape::Rate { value, .. } => {
-                n / value + per_request + w.warmup as f64 * per_request
-            }
-        });
-        match (by_count, w.duration_s) {
-            (Some(a), Some(d)) => a.min(d + per_request),
-            (Some(a), None) => a,
-            (None, Some(d)) => d + per_request,
-            (None, None) => per_request,
         }
     }
-
-    fn cell_s(&self, w: &WorkloadPoint) -> f64 {
-        self.raw_cell_s(w) * self.scale
+    for dir in prior_results {
+        for p in prior::load(dir, c) {
+            let (speed, startup) = prior_for(c, &p.server, model_info.as_ref());
+            let mut w = p.workload;
+            w.warmup = 0;
+            let key = eta::server_key(&p.server);
+            e.calibration.observe(eta::Observation {
+                server: key.clone(),
+                level: eta::level_key(&w),
+                predicted_s: speed.load_s(&w),
+                measured_s: p.duration_s,
+            });
+            if let Some(m) = p.startup_s {
+                e.calibration.observe_startup(eta::StartupObservation {
+                    server: key,
+                    predicted_s: startup,
+                    measured_s: m,
+                });
+            }
+        }
     }
+    e
+}
+
+/// Whether a stored cell's duration says how fast the server is.
+pub fn timing_counts(s: CellStatus) -> bool {
+    matches!(
+        s,
+        CellStatus::Ok | CellStatus::Partial | CellStatus::Suspicious
+    )
+}
+
+/// What a measured cell teaches: its load time against the prior's (warm-up
+/// is not part of the measured window).
+pub fn observation(
+    e: &eta::Estimator,
+    s: &ServerConfig,
+    w: &WorkloadPoint,
+    measured_s: f64,
+) -> eta::Observation {
+    let mut bare = w.clone();
+    bare.warmup = 0;
+    eta::Observation {
+        server: eta::server_key(s),
+        level: eta::level_key(w),
+        predicted_s: e.prior_load_s(&s.id, &bare).unwrap_or(measured_s),
+        measured_s,
+    }
+}
+
+/// The prior speed and start-up time of one server config.
+fn prior_for(
+    c: &Campaign,
+    s: &ServerConfig,
+    model_info: Option<&Result<crate::memory::ModelInfo, String>>,
+) -> (eta::Speed, f64) {
+    let command = engine::command_line(&server_spec(c, s), "servebench").ok();
+    let memory = feasibility::memory(c, s, model_info);
+    let facts = eta::Facts {
+        weights_bytes_per_gpu: memory
+            .as_ref()
+            .filter(|m| m.weights_bytes_per_gpu > 0)
+            .map(|m| m.weights_bytes_per_gpu as f64),
+        kv_bytes_per_token_per_gpu: memory.as_ref().map(|m| m.kv_bytes_per_token_per_gpu as f64),
+        layers: model_info
+            .and_then(|m| m.as_ref().ok())
+            .map(|m| m.num_layers),
+        gpu: c.hardware.gpu.as_deref().and_then(eta::gpu_by_name),
+    };
+    let speed = eta::prior_speed(c, s, command.as_deref(), &facts);
+    let startup = if c.run.startup_given {
+        c.run.startup_estimate.as_secs_f64()
+    } else {
+        let total = facts
+            .weights_bytes_per_gpu
+            .map(|w| w * s.tp.max(1) as f64)
+            .or_else(|| eta::model_file_bytes(std::path::Path::new(&c.model.path)));
+        eta::startup_prior_s(c.engine.kind, total, s.tp)
+    };
+    (speed, startup)
 }
 
 /// Render the plan as a terminal table, optionally with launch commands.
@@ -340,6 +413,18 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
         ));
         if let Some(m) = &g.memory {
             out.push_str(&format!("  memory: {}\n", m.line()));
+        }
+        if g.needs_launch() {
+            out.push_str(&format!(
+                "  ETA basis: start-up {}; {}{}\n",
+                fmt_eta(g.startup_eta_s),
+                g.eta_basis,
+                if g.calibrated {
+                    ", corrected by measured cells"
+                } else {
+                    ""
+                }
+            ));
         }
         if let Some(rep) = g.reported_kv_tokens {
             let vs = match g.memory.as_ref().filter(|m| m.kv_capacity_tokens > 0) {
@@ -398,7 +483,7 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
                 vec![
                     format!("  {}", c.name),
                     if c.verdict.runs() {
-                        fmt_s(c.eta_s)
+                        fmt_eta(c.eta_s)
                     } else {
                         "-".into()
                     },
@@ -427,6 +512,15 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
         out.push_str(&format!("warning: unreadable stored result {u}\n"));
     }
     out
+}
+
+/// Like [`fmt_s`], with a tenth of a second below 10 s.
+pub fn fmt_eta(s: f64) -> String {
+    if s < 10.0 {
+        format!("{:.1}s", s.max(0.0))
+    } else {
+        fmt_s(s)
+    }
 }
 
 /// Seconds as `1h02m`, `3m05s` or `42s`.

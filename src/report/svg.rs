@@ -198,14 +198,24 @@ pub fn render(chart: &Chart) -> String {
                 .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
                     (a.min(v), b.max(v))
                 });
-            if xhi - xlo < 1e-9 {
+            // One x value: a point at its own value, centred, with one tick.
+            let single = xhi - xlo < 1e-9;
+            if single {
                 xlo -= 1.0;
                 xhi += 1.0;
             }
             let pad = (xhi - xlo) * 0.05;
             let (xlo, xhi) = (xlo - pad, xhi + pad);
             let x = |v: f64| left + (fx(v) - xlo) / (xhi - xlo) * pw;
-            let xt: Vec<(f64, String)> = if log_x {
+            let xt: Vec<(f64, String)> = if single {
+                let v = all[0].0;
+                let label = if v.fract() == 0.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v}")
+                };
+                vec![(v, label)]
+            } else if log_x {
                 let mut v: Vec<f64> = all.iter().map(|p| p.0).collect();
                 v.sort_by(f64::total_cmp);
                 v.dedup();
@@ -343,6 +353,38 @@ mod tests {
         let (t, step) = ticks(0.0, 1.1);
         assert!((step - 0.2).abs() < 1e-12);
         assert_eq!(tick_text(t[3], step), "0.6");
+    }
+
+    #[test]
+    fn one_x_value_is_one_point_at_its_own_labelled_value() {
+        for log_x in [false, true] {
+            let chart = Chart {
+                section: "s".into(),
+                title: "kinds".into(),
+                x_label: "concurrency".into(),
+                y_label: "tok/s".into(),
+                kind: ChartKind::Line { log_x },
+                series: vec![Series {
+                    name: "a".into(),
+                    color: 0,
+                    style: SeriesStyle::Line,
+                    points: vec![(4.0, 10.0)],
+                    labels: Vec::new(),
+                }],
+            };
+            let svg = render(&chart);
+            let ticks: Vec<&str> = svg
+                .split(r#"class="tick" text-anchor="middle">"#)
+                .skip(1)
+                .map(|t| t.split('<').next().unwrap())
+                .collect();
+            assert_eq!(ticks, ["4"], "log_x={log_x}: {svg}");
+            // The tick and the point sit in the middle of the plot area.
+            let mid = LEFT + (W - LEFT - LEGEND_W) / 2.0;
+            assert!(svg.contains(&format!(r#"cx="{mid:.1}""#)), "{svg}");
+            assert!(svg.contains(&format!(r#"<line x1="{mid:.1}" x2="{mid:.1}""#)));
+            assert!(!svg.contains(">3.0<") && !svg.contains(">5.0<"));
+        }
     }
 
     #[test]

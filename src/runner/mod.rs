@@ -8,6 +8,7 @@
 //! its remaining cells `not_run` (or restarts once, if asked). A killed run
 //! loses at most the cell in flight; the next run resumes from the store.
 
+pub mod eta;
 pub mod parallel;
 pub mod summary;
 pub mod telemetry;
@@ -97,7 +98,6 @@ pub async fn run_campaign(
     }
     std::fs::create_dir_all(store.root())
         .with_context(|| format!("cannot create {}", store.root().display()))?;
-    let total_eta: f64 = plan.groups.iter().map(|g| g.eta_s()).sum();
     for g in &plan.groups {
         for cell in &g.cells {
             match &cell.verdict {
@@ -126,7 +126,12 @@ pub async fn run_campaign(
         .await?;
     } else {
         let groups: Vec<&ServerGroup> = plan.groups.iter().filter(|g| g.needs_launch()).collect();
-        parallel::run_groups(c, &groups, &store, &cancel, opts, &mut out, total_eta).await?;
+        let est = plan
+            .estimator
+            .clone()
+            .unwrap_or_else(|| plan::estimator(c, &index, &opts.plan.prior_results));
+        let live = eta::LiveEta::new(est, &groups);
+        parallel::run_groups(c, &groups, &store, &cancel, opts, &mut out, &live).await?;
     }
     if cancel.is_cancelled() {
         out.interrupted = true;
@@ -208,47 +213,25 @@ async fn launch(
             run.clone(),
         )
     })?;
-    let mut spec = g.spec.clone();
-    spec.port = port;
-    spec.host = crate::launcher::bind_host(slot.launcher).to_string();
     let self_exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    let argv = engine::command_line(&spec, &self_exe).map_err(|e| {
-        (
-            Failure::new(FailureClass::StartFailed, e.to_string()),
-            run.clone(),
-        )
-    })?;
-    let mut env = spec.env.clone();
-    if !slot.gpus.is_empty() {
-        let gpus = slot.gpus.clone();
-        env.insert(
-            "CUDA_VISIBLE_DEVICES".into(),
-            gpus.iter()
-                .map(|g| g.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        run.gpus = gpus;
-    }
-    run.command = argv.clone();
-    let header = format!(
+    let mut req = start_request(c, g, slot.launcher, port, &slot.gpus, log_path, &self_exe)
+        .map_err(|e| {
+            (
+                Failure::new(FailureClass::StartFailed, e.to_string()),
+                run.clone(),
+            )
+        })?;
+    req.header = format!(
         "{} launch {} of {}: {}",
         now_rfc3339(),
         launch_no,
         g.server.id,
-        plan::shell_words(&argv)
+        plan::shell_words(&req.argv)
     );
-    let req = StartRequest {
-        argv,
-        env,
-        log: log_path,
-        header,
-        port,
-        unit: crate::launcher::systemd::unit_name(&[&c.name, &g.server.id]),
-        grace: c.run.grace_period,
-    };
+    run.gpus = slot.gpus.clone();
+    run.command = req.argv.clone();
     let (mut server, url) = crate::launcher::start(slot.launcher, &req)
         .await
         .map_err(|f| (f, run.clone()))?;
@@ -292,6 +275,48 @@ async fn launch(
     }
 }
 
+/// What the launcher is asked to start for group `g` on `port` with `gpus`:
+/// the one builder behind both `run` and `plan --show-commands`.
+pub fn start_request(
+    c: &Campaign,
+    g: &ServerGroup,
+    launcher: &Launcher,
+    port: u16,
+    gpus: &[u32],
+    log: std::path::PathBuf,
+    self_exe: &str,
+) -> Result<StartRequest, engine::EngineError> {
+    let mut spec = g.spec.clone();
+    spec.port = port;
+    spec.host = crate::launcher::bind_host(launcher).to_string();
+    let argv = engine::command_line(&spec, self_exe)?;
+    let mut env = spec.env.clone();
+    if !gpus.is_empty() {
+        env.insert(
+            "CUDA_VISIBLE_DEVICES".into(),
+            gpus.iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+    }
+    let header = format!(
+        "{} launch of {}: {}",
+        now_rfc3339(),
+        g.server.id,
+        plan::shell_words(&argv)
+    );
+    Ok(StartRequest {
+        argv,
+        env,
+        log,
+        header,
+        port,
+        unit: crate::launcher::systemd::unit_name(&[&c.name, &g.server.id]),
+        grace: c.run.grace_period,
+    })
+}
+
 /// Run one server group; returns whether the whole campaign must stop.
 async fn run_group(
     c: &Campaign,
@@ -320,6 +345,7 @@ async fn run_group(
                     "   {} failed to start: {} ({})",
                     g.server.id, failure.class, failure.detail
                 );
+                slot.eta.group_done(&g.server.id);
                 for cell in &cells[i..] {
                     let mut r = base_result(c, g, cell);
                     r.status = CellStatus::Failed;
@@ -334,6 +360,7 @@ async fn run_group(
         if c.engine.kind.launches() {
             out.launches += 1;
         }
+        slot.eta.started(&g.server.id, running.run.startup_s);
         while i < cells.len() {
             let cell = cells[i];
             if cancel.is_cancelled() {
@@ -341,6 +368,7 @@ async fn run_group(
             }
             let mut r = base_result(c, g, cell);
             r.server_run = Some(running.run.clone());
+            let cell_started = std::time::Instant::now();
             eprintln!("   [{}] {} ...", g.server.id, cell.name);
             let window = slot.tracker.begin(&g.server.id, &cell.name);
             // One client per cell: the scrapes and the load share its connections.
@@ -349,7 +377,11 @@ async fn run_group(
                 Ok(ep) => {
                     let before = telemetry::scrape(&ep, c.engine.kind).await;
                     let sampler = telemetry::GpuSampler::start(&running.run.gpus);
-                    let measured = measure(c, cell, ep.clone(), cancel).await;
+                    let expect = (
+                        slot.eta.cell_s(&g.server.id, &cell.workload),
+                        slot.eta.left_s(Some((&g.server.id, &cell.name))),
+                    );
+                    let measured = measure(c, cell, ep.clone(), cancel, expect).await;
                     let (gpus, gpu_note) = sampler.finish(&running.run.gpus).await;
                     let after = telemetry::scrape(&ep, c.engine.kind).await;
                     (before, measured, gpus, gpu_note, after)
@@ -416,6 +448,7 @@ async fn run_group(
                         eprintln!("   restarting {} once after the crash", g.server.id);
                         continue 'launches;
                     }
+                    slot.eta.group_done(&g.server.id);
                     for rest in &cells[i..] {
                         let mut nr = base_result(c, g, rest);
                         nr.server_run = Some(running.run.clone());
@@ -464,6 +497,18 @@ async fn run_group(
             }
             let failed = r.status.is_failure();
             print_cell_line(&r);
+            let timed = r
+                .summary
+                .as_ref()
+                .filter(|_| plan::timing_counts(r.status))
+                .map(|s| s.duration_s);
+            slot.eta.finished(
+                &g.server.id,
+                &cell.name,
+                cell_started.elapsed().as_secs_f64(),
+                timed,
+            );
+            eprintln!("   campaign ETA left: {}", fmt_s(slot.eta.left_s(None)));
             store.write(&r)?;
             out.measured += 1;
             if failed {
@@ -651,6 +696,7 @@ async fn measure(
     cell: &PlannedCell,
     endpoint: Endpoint,
     cancel: &CancellationToken,
+    (estimate_s, rest_s): (f64, f64),
 ) -> Result<LevelSummary, String> {
     let w = &cell.workload;
     let spec = source_spec(c, w)?;
@@ -660,11 +706,12 @@ async fn measure(
         request_timeout: c.run.request_timeout,
     });
     let live = Arc::new(LiveView::default());
-    let progress = crate::ui::LevelProgress::start(
+    let progress = crate::ui::LevelProgress::start_in_campaign(
         format!("   {}", cell.name),
         w.num_requests,
         w.duration_s.map(Duration::from_secs_f64),
         live.clone(),
+        Some(crate::ui::CampaignEta { estimate_s, rest_s }),
     );
     let cpu0 = proc::cpu_seconds();
     let run = run_level(

@@ -31,6 +31,8 @@ pub struct Slot<'a> {
     pub launcher: &'a Launcher,
     /// Measurement windows of all groups.
     pub tracker: &'a Tracker,
+    /// The campaign's remaining time.
+    pub eta: &'a super::eta::LiveEta,
 }
 
 /// Measurement windows of cells, to tell which ran at the same time.
@@ -77,7 +79,7 @@ pub async fn run_groups(
     cancel: &CancellationToken,
     opts: &RunOptions,
     out: &mut RunOutcome,
-    total_eta: f64,
+    eta: &super::eta::LiveEta,
 ) -> anyhow::Result<()> {
     let (mut pool, note) = gpu::pool_for(c, gpu::probe_busy);
     if let Some(n) = note {
@@ -93,7 +95,6 @@ pub async fn run_groups(
         eprintln!("running up to {width} server groups at once");
     }
     let tracker = Tracker::default();
-    let started = Instant::now();
     let mut running = FuturesUnordered::new();
     let mut next = 0;
     let mut stop = false;
@@ -108,13 +109,14 @@ pub async fn run_groups(
                 break;
             };
             next += 1;
-            announce(g, total_eta - started.elapsed().as_secs_f64());
+            announce(g, eta.left_s(None));
             let tracker = &tracker;
             running.push(async move {
                 let slot = Slot {
                     gpus: gpus.clone(),
                     launcher,
                     tracker,
+                    eta,
                 };
                 let mut mine = RunOutcome::default();
                 let r = run_group(c, g, store, cancel, opts, &mut mine, &slot).await;

@@ -23,6 +23,15 @@ pub struct LevelProgress {
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// Where a cell stands in its campaign, for the progress line.
+#[derive(Debug, Clone, Copy)]
+pub struct CampaignEta {
+    /// The cell's own estimate, s (used until its first request ends).
+    pub estimate_s: f64,
+    /// Estimated time of everything after this cell, s.
+    pub rest_s: f64,
+}
+
 impl LevelProgress {
     /// Start showing progress of `label` toward `total` requests (or `duration`).
     pub fn start(
@@ -30,6 +39,17 @@ impl LevelProgress {
         total: Option<u64>,
         duration: Option<Duration>,
         live: Arc<LiveView>,
+    ) -> Self {
+        Self::start_in_campaign(label, total, duration, live, None)
+    }
+
+    /// [`Self::start`], also showing the campaign's remaining time.
+    pub fn start_in_campaign(
+        label: String,
+        total: Option<u64>,
+        duration: Option<Duration>,
+        live: Arc<LiveView>,
+        campaign: Option<CampaignEta>,
     ) -> Self {
         let stop = tokio_util::sync::CancellationToken::new();
         let tty = std::io::stderr().is_terminal();
@@ -58,10 +78,17 @@ impl LevelProgress {
                     .map(|t| format!("{t:.1} ms"))
                     .unwrap_or_else(|| "-".into());
                 let elapsed = started.elapsed().as_secs_f64();
-                let eta = eta_s(done, total, duration, elapsed)
+                let left = eta_s(done, total, duration, elapsed);
+                let eta = left
                     .map(|e| format!("{e:.0}s"))
                     .unwrap_or_else(|| "?".into());
-                let msg = format!("failed {failed}  TTFT p50 {ttft}  ETA {eta}");
+                let mut msg = format!("failed {failed}  TTFT p50 {ttft}  ETA {eta}");
+                if let Some(c) = campaign {
+                    msg.push_str(&format!(
+                        "  campaign ETA {}",
+                        crate::plan::fmt_s(campaign_left_s(left, c, elapsed))
+                    ));
+                }
                 if let Some(b) = &bar {
                     b.set_position(done);
                     b.set_message(msg);
@@ -93,6 +120,12 @@ impl LevelProgress {
     }
 }
 
+/// The campaign's time left: this cell's (measured pace, or its estimate
+/// until there is one) plus everything after it.
+fn campaign_left_s(cell_left: Option<f64>, c: CampaignEta, elapsed: f64) -> f64 {
+    cell_left.unwrap_or((c.estimate_s - elapsed).max(0.0)) + c.rest_s
+}
+
 /// Seconds left, from the request count or the duration, whichever is known.
 fn eta_s(done: u64, total: Option<u64>, duration: Option<Duration>, elapsed: f64) -> Option<f64> {
     let by_count = total
@@ -115,5 +148,16 @@ mod tests {
             Some(2.0)
         );
         assert_eq!(super::eta_s(0, Some(20), None, 1.0), None);
+    }
+
+    #[test]
+    fn campaign_eta_adds_the_rest_to_this_cells_pace_or_estimate() {
+        let c = super::CampaignEta {
+            estimate_s: 10.0,
+            rest_s: 100.0,
+        };
+        assert_eq!(super::campaign_left_s(None, c, 4.0), 106.0);
+        assert_eq!(super::campaign_left_s(None, c, 14.0), 100.0);
+        assert_eq!(super::campaign_left_s(Some(2.0), c, 4.0), 102.0);
     }
 }

@@ -1,0 +1,988 @@
+//! Duration estimates that hold before anything ran, and sharpen as cells
+//! are measured.
+//!
+//! A prior per engine gives start-up time and per-request speed:
+//! - `sim`: its own timing model, read from the flags the server is started
+//!   with (it is deterministic, so the estimate can be close), including the
+//!   `--crash-after` fault, after which no cell of that server runs;
+//! - `vllm`/`sglang` on a known GPU: a decode step reads the weights on one
+//!   GPU plus the KV cache of every running sequence, at a share of the GPU's
+//!   memory bandwidth ([`GPUS`]); prefill is compute-bound at a share of its
+//!   dense BF16 throughput;
+//! - `llamacpp` (and GPU engines with no GPU): CPU speed from the model's
+//!   bytes at an effective memory bandwidth measured on the test machines.
+//!
+//! Measured cells then correct the prior, per server config and per load
+//! level ([`Calibration`]), never with one factor for everything.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::campaign::{Campaign, PromptSource, ServerConfig, WorkloadPoint};
+use crate::engine::EngineKind;
+use crate::load::schedule::LoadShape;
+use crate::sim::SimConfig;
+
+/// One GPU model's figures, from the vendor's datasheet.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GpuSpec {
+    /// Names accepted in `[hardware] gpu` (lowercase, first is canonical).
+    pub names: &'static [&'static str],
+    /// Memory of one GPU, GiB (datasheet GB, rounded).
+    pub memory_gib: f64,
+    /// Peak memory bandwidth, bytes/s.
+    pub bandwidth: f64,
+    /// Dense BF16 tensor throughput, FLOP/s.
+    pub bf16_flops: f64,
+    /// Where the numbers come from.
+    pub source: &'static str,
+}
+
+/// Common serving GPUs (peak figures; the model applies achievable shares).
+pub const GPUS: &[GpuSpec] = &[
+    GpuSpec {
+        names: &["h100", "h100-sxm", "h100-sxm5"],
+        memory_gib: 80.0,
+        bandwidth: 3.35e12,
+        bf16_flops: 989e12,
+        source: "NVIDIA H100 Tensor Core GPU datasheet, SXM5: 3.35 TB/s, 989 TFLOPS BF16 dense",
+    },
+    GpuSpec {
+        names: &["h100-pcie"],
+        memory_gib: 80.0,
+        bandwidth: 2.0e12,
+        bf16_flops: 756e12,
+        source: "NVIDIA H100 datasheet, PCIe: 2.0 TB/s, 756 TFLOPS BF16 dense",
+    },
+    GpuSpec {
+        names: &["h100-nvl"],
+        memory_gib: 94.0,
+        bandwidth: 3.9e12,
+        bf16_flops: 835e12,
+        source: "NVIDIA H100 datasheet, NVL: 3.9 TB/s, 835 TFLOPS BF16 dense",
+    },
+    GpuSpec {
+        names: &["h200", "h200-sxm"],
+        memory_gib: 141.0,
+        bandwidth: 4.8e12,
+        bf16_flops: 989e12,
+        source: "NVIDIA H200 Tensor Core GPU datasheet, SXM: 4.8 TB/s, 989 TFLOPS BF16 dense",
+    },
+    GpuSpec {
+        names: &["b200"],
+        memory_gib: 180.0,
+        bandwidth: 7.7e12,
+        bf16_flops: 2250e12,
+        source: "NVIDIA HGX B200 datasheet, per GPU: 180 GB, 7.7 TB/s, 2.25 PFLOPS BF16 dense",
+    },
+    GpuSpec {
+        names: &["a100", "a100-80gb", "a100-sxm"],
+        memory_gib: 80.0,
+        bandwidth: 2.039e12,
+        bf16_flops: 312e12,
+        source: "NVIDIA A100 Tensor Core GPU datasheet, 80GB SXM: 2,039 GB/s, 312 TFLOPS BF16",
+    },
+    GpuSpec {
+        names: &["a100-40gb"],
+        memory_gib: 40.0,
+        bandwidth: 1.555e12,
+        bf16_flops: 312e12,
+        source: "NVIDIA A100 datasheet, 40GB SXM: 1,555 GB/s, 312 TFLOPS BF16",
+    },
+    GpuSpec {
+        names: &["l40s"],
+        memory_gib: 48.0,
+        bandwidth: 864e9,
+        bf16_flops: 362e12,
+        source: "NVIDIA L40S datasheet: 864 GB/s, 362 TFLOPS BF16 dense (733 with sparsity)",
+    },
+    GpuSpec {
+        names: &["l4"],
+        memory_gib: 24.0,
+        bandwidth: 300e9,
+        bf16_flops: 121e12,
+        source: "NVIDIA L4 datasheet: 300 GB/s, 121 TFLOPS BF16 dense (242 with sparsity)",
+    },
+    GpuSpec {
+        names: &["a10", "a10g"],
+        memory_gib: 24.0,
+        bandwidth: 600e9,
+        bf16_flops: 125e12,
+        source: "NVIDIA A10 datasheet: 600 GB/s, 125 TFLOPS BF16 dense",
+    },
+    GpuSpec {
+        names: &["mi300x"],
+        memory_gib: 192.0,
+        bandwidth: 5.3e12,
+        bf16_flops: 1307e12,
+        source: "AMD Instinct MI300X datasheet: 5.3 TB/s, 1,307 TFLOPS BF16 dense",
+    },
+];
+
+/// Look a GPU up by name (case and `_`/space insensitive).
+pub fn gpu_by_name(name: &str) -> Option<&'static GpuSpec> {
+    let n = name.trim().to_lowercase().replace(['_', ' '], "-");
+    GPUS.iter().find(|g| g.names.contains(&n.as_str()))
+}
+
+/// The accepted GPU names, for error messages.
+pub fn gpu_names() -> String {
+    GPUS.iter()
+        .map(|g| g.names[0])
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Share of peak memory bandwidth a decode step reaches (vLLM/SGLang at
+/// small batch typically reach 60–75 % of peak).
+pub const BANDWIDTH_EFFICIENCY: f64 = 0.65;
+/// Share of dense BF16 peak a prefill reaches.
+pub const PREFILL_MFU: f64 = 0.4;
+/// Fixed cost of one GPU decode step (scheduling, launches, sampling), s.
+pub const GPU_STEP_OVERHEAD_S: f64 = 0.002;
+/// Extra cost per step of each tensor-parallel all-reduce round, s per layer.
+pub const TP_ALLREDUCE_S_PER_LAYER: f64 = 25e-6;
+/// Effective bytes/s one CPU thread streams through the weights in a
+/// llama.cpp decode step: SmolLM2-135M Q4_1 (98 MB) runs 30–45 tok/s on one
+/// thread on the test machines (REAL-COMPONENTS.md).
+pub const CPU_BYTES_PER_S_PER_THREAD: f64 = 3.6e9;
+/// CPU prefill throughput of short prompts relative to single-stream decode
+/// (tokens/s ratio): 44-token prompts prefill in ~0.35 s on the test machines.
+pub const CPU_PREFILL_OVER_DECODE: f64 = 3.5;
+/// Prompt length at which a CPU prefill's per-token cost doubles: 1,500
+/// tokens take ~29 s on one thread, against ~12 s at the short-prompt rate.
+pub const CPU_PREFILL_QUADRATIC_TOKENS: f64 = 1000.0;
+/// Share of drafted tokens a draft model gets accepted, for the prior.
+pub const DRAFT_ACCEPTANCE_PRIOR: f64 = 0.3;
+/// Fixed cost of one vLLM/SGLang step when they run on CPU (Python scheduler), s.
+pub const CPU_ENGINE_STEP_OVERHEAD_S: f64 = 0.01;
+/// Time servebench spends around each cell (source, scrapes, result file), s.
+pub const CELL_OVERHEAD_S: f64 = 0.15;
+/// Time to stop a server, s.
+pub const STOP_S: f64 = 0.05;
+
+/// Per-request speed of one server config, and where it comes from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Speed {
+    /// Fixed time per request (TTFT overhead, HTTP round trip), s.
+    pub request_overhead_s: f64,
+    /// Prefill speed, tokens/s.
+    pub prefill_tok_s: f64,
+    /// Whether prefills of concurrent requests queue one after another.
+    pub serial_prefill: bool,
+    /// Prompt length at which attention doubles the per-token prefill cost
+    /// (CPU engines; `None`: linear).
+    pub prefill_quadratic_tokens: Option<f64>,
+    /// Decode step time with an empty batch, s.
+    pub step_base_s: f64,
+    /// Extra step time per running sequence, s.
+    pub step_per_seq_s: f64,
+    /// Extra step time per context token of each running sequence (KV read), s.
+    pub kv_s_per_token: f64,
+    /// Tokens a sequence gains per step (> 1 with speculative decoding).
+    pub tokens_per_step: f64,
+    /// Most sequences the server runs at once.
+    pub max_running: Option<u64>,
+    /// Requests after which the server dies (simulator fault), counted from its start.
+    pub crash_after: Option<u64>,
+    /// Where the figures come from, for `plan`.
+    pub basis: String,
+}
+
+impl Speed {
+    /// Seconds one request of `input` prompt and `output` tokens takes with `running` in flight.
+    pub fn request_s(&self, input: f64, output: f64, running: f64) -> f64 {
+        let running = running.max(1.0);
+        let prefill = input / self.prefill_tok_s.max(1e-9)
+            * (1.0 + self.prefill_quadratic_tokens.map_or(0.0, |l| input / l));
+        // A queue of prefills: on average a request waits for half the others.
+        let prefill = if self.serial_prefill {
+            prefill * (1.0 + running) / 2.0
+        } else {
+            prefill
+        };
+        let steps = (output / self.tokens_per_step.max(1.0)).ceil();
+        let context = input + output / 2.0;
+        self.request_overhead_s
+            + prefill
+            + steps
+                * (self.step_base_s
+                    + running * (self.step_per_seq_s + self.kv_s_per_token * context))
+    }
+
+    /// Seconds the load of `w` takes (warm-up included, servebench's own overhead not).
+    pub fn load_s(&self, w: &WorkloadPoint) -> f64 {
+        let (input, output, per_unit) = request_shape(w);
+        let cap = self.max_running.unwrap_or(u64::MAX).max(1) as f64;
+        let units = w.num_requests.map(|n| (n + w.warmup) as f64);
+        let by_count = match w.load {
+            LoadShape::Concurrency { value } => {
+                let running = (value as f64).min(cap);
+                let one = self.request_s(input, output, running) * per_unit;
+                units.map(|n| (n / running).ceil() * one)
+            }
+            LoadShape::Rate {
+                value,
+                max_concurrency,
+                ..
+            } => {
+                let one_alone = self.request_s(input, output, 1.0) * per_unit;
+                // In flight at this rate (Little's law), capped by the server and the client.
+                let limit = cap.min(max_concurrency.map(f64::from).unwrap_or(f64::MAX));
+                let running = (value * one_alone).clamp(1.0, limit);
+                let one = self.request_s(input, output, running) * per_unit;
+                let served = running / one;
+                units.map(|n| n / value.min(served) + one)
+            }
+        };
+        let one = self.request_s(input, output, 1.0) * per_unit;
+        match (by_count, w.duration_s) {
+            (Some(a), Some(d)) => a.min(d + one),
+            (Some(a), None) => a,
+            (None, Some(d)) => d + one,
+            (None, None) => one,
+        }
+    }
+}
+
+/// Prompt tokens, output tokens and requests per unit (turns of a session) of a workload.
+pub fn request_shape(w: &WorkloadPoint) -> (f64, f64, f64) {
+    match &w.source {
+        PromptSource::Synthetic => (w.input_len as f64, w.output_len as f64, 1.0),
+        PromptSource::PromptKinds { kinds } => {
+            (kinds_prompt_words(kinds) + 12.0, w.output_len as f64, 1.0)
+        }
+        PromptSource::Dataset { .. } => (256.0, w.output_len as f64, 1.0),
+        PromptSource::Scenario { name } => match crate::workload::session::resolve(name) {
+            Ok(sc) => {
+                let turns = sc.turns.len().max(1) as f64;
+                let out: f64 = sc
+                    .turns
+                    .iter()
+                    .map(|t| {
+                        t.output_len
+                            .map(|o| o as f64)
+                            .unwrap_or(w.output_len as f64)
+                    })
+                    .sum::<f64>()
+                    / turns;
+                let words: f64 = sc
+                    .turns
+                    .iter()
+                    .map(|t| t.user.split_whitespace().count() as f64)
+                    .sum::<f64>();
+                // Each turn resends the conversation so far: about half of it on average.
+                ((words + out * turns) / 2.0, out, turns)
+            }
+            Err(_) => (256.0, w.output_len as f64, 1.0),
+        },
+    }
+}
+
+/// Mean word count of the built-in prompts of the given kinds.
+fn kinds_prompt_words(kinds: &[String]) -> f64 {
+    let texts: Vec<&str> = kinds
+        .iter()
+        .filter_map(|k| k.parse::<crate::workload::PromptKind>().ok())
+        .flat_map(|k| k.variants().iter().copied())
+        .collect();
+    if texts.is_empty() {
+        return 64.0;
+    }
+    texts
+        .iter()
+        .map(|t| t.split_whitespace().count() as f64)
+        .sum::<f64>()
+        / texts.len() as f64
+}
+
+/// What a prior needs to know about the hardware and the model.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Weight bytes on one GPU (memory model) or of the whole model file(s).
+    pub weights_bytes_per_gpu: Option<f64>,
+    /// KV bytes per token per GPU (memory model).
+    pub kv_bytes_per_token_per_gpu: Option<f64>,
+    /// Decoder layers.
+    pub layers: Option<u32>,
+    /// The GPU, when named.
+    pub gpu: Option<&'static GpuSpec>,
+}
+
+/// Start-up prior, s: sim and llama.cpp start in about a second, vLLM and
+/// SGLang in about a minute plus weight loading, more with TP.
+pub fn startup_prior_s(engine: EngineKind, weights_total_bytes: Option<f64>, tp: u32) -> f64 {
+    let gb = weights_total_bytes.unwrap_or(0.0) / 1e9;
+    let extra_ranks = tp.saturating_sub(1) as f64;
+    match engine {
+        EngineKind::Sim => 0.2,
+        // Reading the GGUF dominates after process start.
+        EngineKind::Llamacpp => 1.2 + gb / 1.0,
+        // Imports, engine core, profiling and (on GPU) torch.compile and CUDA
+        // graph capture: ~60 s for a 135M model on 2 CPU cores (REAL-COMPONENTS.md).
+        EngineKind::Vllm => 60.0 + gb / 1.5 + 15.0 * extra_ranks,
+        EngineKind::Sglang => 50.0 + gb / 1.5 + 10.0 * extra_ranks,
+        EngineKind::Openai => 0.0,
+        EngineKind::Command => 5.0,
+    }
+}
+
+/// The simulator config a server would run with, from its command line.
+pub fn sim_config(argv: &[String]) -> Option<SimConfig> {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: crate::cli::SimArgs,
+    }
+    let at = argv.iter().position(|a| a == "sim")?;
+    let mut v = vec!["sim".to_string()];
+    v.extend(argv[at + 1..].iter().cloned());
+    Wrapper::try_parse_from(v).ok().map(|w| w.args.config)
+}
+
+/// The simulator's speed, straight from its timing model.
+pub fn sim_speed(cfg: &SimConfig) -> Speed {
+    let tokens_per_step = if cfg.spec_draft_tokens > 0 {
+        crate::sim::model::expected_tokens_per_step(cfg.spec_draft_tokens, cfg.spec_acceptance)
+    } else {
+        1.0
+    };
+    let factor = if cfg.spec_draft_tokens > 0 {
+        cfg.spec_step_factor
+    } else {
+        1.0
+    };
+    Speed {
+        // TTFT overhead plus a local HTTP round trip.
+        request_overhead_s: cfg.ttft_overhead_ms / 1000.0 + 0.001,
+        prefill_tok_s: if cfg.prefill_tok_s <= 0.0 {
+            f64::INFINITY
+        } else {
+            cfg.prefill_tok_s
+        },
+        serial_prefill: true,
+        prefill_quadratic_tokens: None,
+        step_base_s: cfg.decode_step_ms * factor / 1000.0,
+        step_per_seq_s: cfg.decode_step_per_seq_ms * factor / 1000.0,
+        kv_s_per_token: 0.0,
+        tokens_per_step,
+        max_running: Some(cfg.max_running_requests as u64),
+        crash_after: cfg.crash_after,
+        basis: format!(
+            "simulator timing model: {} ms/step + {} ms/seq, {} tok/s prefill{}",
+            cfg.decode_step_ms,
+            cfg.decode_step_per_seq_ms,
+            cfg.prefill_tok_s,
+            if cfg.spec_draft_tokens > 0 {
+                format!(", {tokens_per_step:.2} tokens/step")
+            } else {
+                String::new()
+            }
+        ),
+    }
+}
+
+/// GPU engine speed from bytes read per step against the GPU's bandwidth.
+pub fn gpu_speed(gpu: &GpuSpec, weights: f64, kv_per_token: f64, layers: u32, tp: u32) -> Speed {
+    let bw = gpu.bandwidth * BANDWIDTH_EFFICIENCY;
+    let comm = if tp > 1 {
+        TP_ALLREDUCE_S_PER_LAYER * 2.0 * layers as f64
+    } else {
+        0.0
+    };
+    // Parameters at BF16 (2 bytes each); a forward pass costs 2 FLOPs per parameter per token.
+    let flops_per_token = 2.0 * weights / 2.0;
+    Speed {
+        request_overhead_s: 0.005,
+        prefill_tok_s: gpu.bf16_flops * PREFILL_MFU / flops_per_token.max(1.0),
+        serial_prefill: false,
+        prefill_quadratic_tokens: None,
+        step_base_s: weights / bw + GPU_STEP_OVERHEAD_S + comm,
+        step_per_seq_s: 0.0,
+        kv_s_per_token: kv_per_token / bw,
+        tokens_per_step: 1.0,
+        max_running: None,
+        crash_after: None,
+        basis: format!(
+            "{:.1} GB read per step at {:.0}% of {} {:.2} TB/s ({})",
+            weights / 1e9,
+            BANDWIDTH_EFFICIENCY * 100.0,
+            gpu.names[0],
+            gpu.bandwidth / 1e12,
+            gpu.source
+        ),
+    }
+}
+
+/// CPU speed (llama.cpp, or vLLM/SGLang's CPU builds) from the model's bytes.
+pub fn cpu_speed(engine: EngineKind, model_bytes: f64, threads: u32) -> Speed {
+    let bw = CPU_BYTES_PER_S_PER_THREAD * threads.clamp(1, 8) as f64;
+    let t1 = model_bytes / bw;
+    let overhead = match engine {
+        EngineKind::Llamacpp => 0.0,
+        _ => CPU_ENGINE_STEP_OVERHEAD_S,
+    };
+    Speed {
+        request_overhead_s: 0.01,
+        prefill_tok_s: CPU_PREFILL_OVER_DECODE / t1.max(1e-6),
+        serial_prefill: true,
+        prefill_quadratic_tokens: Some(CPU_PREFILL_QUADRATIC_TOKENS),
+        // One thread is compute-bound: each extra sequence costs nearly a full pass.
+        step_base_s: 0.15 * t1 + overhead,
+        step_per_seq_s: 0.85 * t1,
+        kv_s_per_token: 0.0,
+        tokens_per_step: 1.0,
+        max_running: None,
+        crash_after: None,
+        basis: format!(
+            "CPU: {:.0} MB of weights at {:.1} GB/s ({threads} thread(s), measured llama.cpp rate)",
+            model_bytes / 1e6,
+            bw / 1e9
+        ),
+    }
+}
+
+/// Speed from the campaign's own `[run]` guesses.
+pub fn guessed_speed(decode_tok_s: f64, prefill_tok_s: f64) -> Speed {
+    Speed {
+        request_overhead_s: 0.0,
+        prefill_tok_s,
+        serial_prefill: false,
+        prefill_quadratic_tokens: None,
+        step_base_s: 1.0 / decode_tok_s.max(1e-6),
+        step_per_seq_s: 0.0,
+        kv_s_per_token: 0.0,
+        tokens_per_step: 1.0,
+        max_running: None,
+        crash_after: None,
+        basis: format!("[run] guesses: {decode_tok_s} tok/s decode, {prefill_tok_s} tok/s prefill"),
+    }
+}
+
+/// Bytes of the model's weight files on disk (a GGUF file or a directory of
+/// safetensors/bin/gguf files), when the path is local.
+pub fn model_file_bytes(path: &Path) -> Option<f64> {
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.is_file() {
+        return Some(meta.len() as f64);
+    }
+    let mut total = 0u64;
+    for e in std::fs::read_dir(path).ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().to_lowercase();
+        if [".safetensors", ".bin", ".gguf", ".pt"]
+            .iter()
+            .any(|s| name.ends_with(s))
+        {
+            total += e.metadata().map(|m| m.len()).unwrap_or(0);
+        }
+    }
+    (total > 0).then_some(total as f64)
+}
+
+/// The value of `--threads`/`-t` in an argv.
+fn threads_of(argv: &[String]) -> Option<u32> {
+    argv.windows(2)
+        .find(|w| w[0] == "--threads" || w[0] == "-t")
+        .and_then(|w| w[1].parse().ok())
+}
+
+/// The prior speed of one server config.
+pub fn prior_speed(
+    c: &Campaign,
+    s: &ServerConfig,
+    command: Option<&[String]>,
+    facts: &Facts,
+) -> Speed {
+    let explicit = c.run.speed_given;
+    let model_bytes = facts
+        .weights_bytes_per_gpu
+        .map(|w| w * s.tp.max(1) as f64)
+        .or_else(|| model_file_bytes(Path::new(&c.model.path)));
+    let speed = match c.engine.kind {
+        EngineKind::Sim => command.and_then(sim_config).map(|cfg| sim_speed(&cfg)),
+        _ if explicit => None,
+        EngineKind::Vllm | EngineKind::Sglang => match (facts.gpu, facts.weights_bytes_per_gpu) {
+            (Some(g), Some(w)) => Some(gpu_speed(
+                g,
+                w,
+                facts.kv_bytes_per_token_per_gpu.unwrap_or(0.0),
+                facts.layers.unwrap_or(32),
+                s.tp,
+            )),
+            (None, _) if c.hardware.gpus.is_empty() => model_bytes
+                .map(|b| cpu_speed(c.engine.kind, b, command.and_then(threads_of).unwrap_or(2))),
+            _ => None,
+        },
+        EngineKind::Llamacpp => model_bytes
+            .map(|b| cpu_speed(c.engine.kind, b, command.and_then(threads_of).unwrap_or(1))),
+        _ => None,
+    };
+    // A draft model on CPU: each step also runs k draft passes; some of the drafts are kept.
+    let mut speed = speed.map(|mut sp| {
+        if let (EngineKind::Llamacpp, Some(spec)) = (c.engine.kind, &s.speculative) {
+            if spec.method == Some(crate::engine::SpecMethod::DraftModel) {
+                let k = spec.num_draft_tokens.unwrap_or(4) as f64;
+                let r = match (
+                    spec.draft_model
+                        .as_deref()
+                        .and_then(|d| model_file_bytes(Path::new(d))),
+                    model_bytes,
+                ) {
+                    (Some(d), Some(m)) if m > 0.0 => d / m,
+                    _ => 0.2,
+                };
+                sp.step_base_s *= 1.0 + k * r;
+                sp.step_per_seq_s *= 1.0 + k * r;
+                sp.prefill_tok_s /= 1.0 + r;
+                sp.tokens_per_step = 1.0 + k * DRAFT_ACCEPTANCE_PRIOR;
+                sp.basis.push_str(&format!(
+                    "; draft model {:.0}% of the target, {k} drafts/step, {:.0}% accepted (prior)",
+                    r * 100.0,
+                    DRAFT_ACCEPTANCE_PRIOR * 100.0
+                ));
+            }
+        }
+        sp
+    });
+    let mut speed = speed.take().unwrap_or_else(|| {
+        guessed_speed(c.run.decode_tok_s_estimate, c.run.prefill_tok_s_estimate)
+    });
+    if speed.max_running.is_none() {
+        speed.max_running = s.max_running_requests.map(u64::from);
+    }
+    speed
+}
+
+/// Requests a cell sends its server: warm-up, measured, and for synthetic
+/// prompts the probe that measures the chat template.
+pub fn requests_sent(w: &WorkloadPoint) -> u64 {
+    let probe = u64::from(w.source == PromptSource::Synthetic);
+    w.num_requests.unwrap_or(0) + w.warmup + probe
+}
+
+/// A measured cell, as the estimates learn from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    /// Which server config ([`server_key`]).
+    pub server: String,
+    /// Which load level ([`level_key`]).
+    pub level: String,
+    /// The prior's load time for this cell, s.
+    pub predicted_s: f64,
+    /// The measured load time, s.
+    pub measured_s: f64,
+}
+
+/// A start-up time measured, with what the prior said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartupObservation {
+    /// Which server config.
+    pub server: String,
+    /// The prior, s.
+    pub predicted_s: f64,
+    /// Measured, s.
+    pub measured_s: f64,
+}
+
+/// The key grouping cells of the same server config (across campaigns too:
+/// the id does not enter it).
+pub fn server_key(s: &ServerConfig) -> String {
+    format!(
+        "tp={} mem={:?} max={:?} ctx={:?} spec={} args={:?}",
+        s.tp,
+        s.mem_fraction,
+        s.max_running_requests,
+        s.context_length,
+        serde_json::to_string(&s.speculative).unwrap_or_default(),
+        s.args
+    )
+}
+
+/// The key of a load level.
+pub fn level_key(w: &WorkloadPoint) -> String {
+    // The workload's name too: a long-context level and a chat level at the
+    // same concurrency stress a server differently.
+    match w.load {
+        LoadShape::Concurrency { value } => format!("{}-c{value}", w.workload),
+        LoadShape::Rate { value, .. } => format!("{}-rate{value}", w.workload),
+    }
+}
+
+/// Corrections of the prior learnt from measured cells.
+#[derive(Debug, Clone, Default)]
+pub struct Calibration {
+    cells: Vec<Observation>,
+    startups: Vec<StartupObservation>,
+    /// servebench's own time around measured cells (wall minus load), s.
+    overheads: Vec<f64>,
+}
+
+fn ratio<'a>(obs: impl Iterator<Item = &'a Observation>) -> Option<f64> {
+    let (m, p) = obs.fold((0.0, 0.0), |(m, p), o| {
+        (m + o.measured_s, p + o.predicted_s)
+    });
+    (m > 0.0 && p > 0.0).then(|| m / p)
+}
+
+impl Calibration {
+    /// Learn from these observations.
+    pub fn new(cells: Vec<Observation>, startups: Vec<StartupObservation>) -> Self {
+        Self {
+            cells,
+            startups,
+            overheads: Vec::new(),
+        }
+    }
+
+    /// Add the time a cell took beyond its load (sources, probes, scrapes), s.
+    pub fn observe_overhead(&mut self, s: f64) {
+        if s.is_finite() && s >= 0.0 {
+            self.overheads.push(s);
+        }
+    }
+
+    /// Time around each cell: measured mean, else [`CELL_OVERHEAD_S`].
+    pub fn overhead_s(&self) -> f64 {
+        if self.overheads.is_empty() {
+            CELL_OVERHEAD_S
+        } else {
+            self.overheads.iter().sum::<f64>() / self.overheads.len() as f64
+        }
+    }
+
+    /// Add a measured cell.
+    pub fn observe(&mut self, o: Observation) {
+        self.cells.push(o);
+    }
+
+    /// Add a measured start-up.
+    pub fn observe_startup(&mut self, o: StartupObservation) {
+        self.startups.push(o);
+    }
+
+    /// Measured cells so far.
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// Whether nothing was measured.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+
+    /// The factor to apply to the prior of `server` at `level`: the same
+    /// server at the same level if measured; else that server's factor times
+    /// how this level compares with the rest; else that server's, or this
+    /// level's across servers; else all cells'; else 1.
+    pub fn factor(&self, server: &str, level: &str) -> f64 {
+        let exact = ratio(
+            self.cells
+                .iter()
+                .filter(|o| o.server == server && o.level == level),
+        );
+        if let Some(r) = exact {
+            return r;
+        }
+        let by_server = ratio(self.cells.iter().filter(|o| o.server == server));
+        let by_level = ratio(self.cells.iter().filter(|o| o.level == level));
+        let all = ratio(self.cells.iter());
+        match (by_server, by_level, all) {
+            (Some(s), Some(l), Some(a)) => {
+                // The level's shape relative to the servers it was measured on.
+                let others = ratio(self.cells.iter().filter(|o| {
+                    o.server != server
+                        && self
+                            .cells
+                            .iter()
+                            .any(|p| p.server == o.server && p.level == level)
+                }))
+                .unwrap_or(a);
+                s * l / others
+            }
+            (Some(s), None, _) => s,
+            (None, Some(l), _) => l,
+            (None, None, Some(a)) => a,
+            _ => 1.0,
+        }
+    }
+
+    /// Start-up estimate: measured for this server, else the prior scaled by
+    /// how the measured start-ups compared with theirs.
+    pub fn startup_s(&self, server: &str, prior_s: f64) -> f64 {
+        let mine: Vec<f64> = self
+            .startups
+            .iter()
+            .filter(|o| o.server == server)
+            .map(|o| o.measured_s)
+            .collect();
+        if !mine.is_empty() {
+            return mine.iter().sum::<f64>() / mine.len() as f64;
+        }
+        let (m, p) = self.startups.iter().fold((0.0, 0.0), |(m, p), o| {
+            (m + o.measured_s, p + o.predicted_s)
+        });
+        if m > 0.0 && p > 0.0 {
+            prior_s * m / p
+        } else {
+            prior_s
+        }
+    }
+}
+
+/// Estimates for every server config of a campaign.
+#[derive(Debug, Clone)]
+pub struct Estimator {
+    /// Prior speed per server id.
+    pub speeds: BTreeMap<String, Speed>,
+    /// Prior start-up per server id, s.
+    pub startup_priors: BTreeMap<String, f64>,
+    /// Server key per id.
+    pub keys: BTreeMap<String, String>,
+    /// What was learnt from measured cells.
+    pub calibration: Calibration,
+}
+
+impl Estimator {
+    /// Estimated wall time of one cell of `server`, s: its load time (prior ×
+    /// calibration) plus servebench's own overhead.
+    pub fn cell_s(&self, server: &str, w: &WorkloadPoint) -> f64 {
+        let overhead = self.calibration.overhead_s();
+        let Some(speed) = self.speeds.get(server) else {
+            return overhead;
+        };
+        let key = self.keys.get(server).map(String::as_str).unwrap_or(server);
+        speed.load_s(w) * self.calibration.factor(key, &level_key(w)) + overhead
+    }
+
+    /// Estimated cells of one server in order, stopping where its simulated
+    /// crash fault fires: cells after it are not run.
+    pub fn cells_s(&self, server: &str, cells: &[&WorkloadPoint]) -> Vec<f64> {
+        self.cells_s_after(server, cells, 0)
+    }
+
+    /// [`Self::cells_s`] for a server that has already been sent `sent` requests.
+    pub fn cells_s_after(&self, server: &str, cells: &[&WorkloadPoint], sent: u64) -> Vec<f64> {
+        let crash = self.speeds.get(server).and_then(|s| s.crash_after);
+        let mut sent = sent;
+        let mut crashed = false;
+        cells
+            .iter()
+            .map(|w| {
+                if crashed {
+                    return 0.0;
+                }
+                let full = self.cell_s(server, w);
+                let n = requests_sent(w);
+                let overhead = self.calibration.overhead_s();
+                match crash {
+                    Some(limit) if n > 0 && sent + n > limit => {
+                        crashed = true;
+                        let part = (limit - sent.min(limit)) as f64 / n as f64;
+                        overhead + (full - overhead) * part
+                    }
+                    _ => {
+                        sent += n;
+                        full
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Estimated start-up of `server` (plus stopping it), s.
+    pub fn startup_s(&self, server: &str) -> f64 {
+        let prior = self.startup_priors.get(server).copied().unwrap_or(0.0);
+        let key = self.keys.get(server).map(String::as_str).unwrap_or(server);
+        self.calibration.startup_s(key, prior) + STOP_S
+    }
+
+    /// The prior load time of a cell (what observations are compared with), s.
+    pub fn prior_load_s(&self, server: &str, w: &WorkloadPoint) -> Option<f64> {
+        self.speeds.get(server).map(|s| s.load_s(w))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::openai::Api;
+
+    fn point(c: u32, n: u64, input: u64, output: u64) -> WorkloadPoint {
+        WorkloadPoint {
+            workload: "w".into(),
+            api: Api::Completions,
+            source: PromptSource::Synthetic,
+            input_len: input,
+            output_len: output,
+            load: LoadShape::Concurrency { value: c },
+            num_requests: Some(n),
+            duration_s: None,
+            warmup: 0,
+            ignore_eos: true,
+            shared_prefix: 0,
+            slos: Vec::new(),
+            seed: 0,
+            repetition: 0,
+        }
+    }
+
+    fn sim(args: &[&str]) -> SimConfig {
+        let mut argv = vec!["/bin/servebench".to_string(), "sim".into()];
+        argv.extend(args.iter().map(|s| s.to_string()));
+        sim_config(&argv).unwrap()
+    }
+
+    #[test]
+    fn the_sim_prior_follows_its_timing_model() {
+        let cfg = sim(&[
+            "--port",
+            "0",
+            "--decode-step-ms",
+            "2",
+            "--decode-step-per-seq-ms",
+            "0.1",
+            "--prefill-tok-s",
+            "50000",
+        ]);
+        let s = sim_speed(&cfg);
+        // One request alone: 5 ms TTFT overhead + 1 ms HTTP + 500/50000 s + 100 × 2.1 ms.
+        let one = s.request_s(500.0, 100.0, 1.0);
+        assert!((one - (0.006 + 0.01 + 0.21)).abs() < 1e-9, "{one}");
+        // Eight at once: each step costs 2.8 ms and prefills queue.
+        let w = point(8, 16, 500, 100);
+        let eight = s.request_s(500.0, 100.0, 8.0);
+        assert!(
+            (eight - (0.006 + 0.01 * 4.5 + 0.28)).abs() < 1e-9,
+            "{eight}"
+        );
+        assert!((s.load_s(&w) - 2.0 * eight).abs() < 1e-9);
+        // Speculation: 1.3× the step for 1 + 0.75 + 0.75² + 0.75³ tokens.
+        let spec = sim_speed(&sim(&[
+            "--spec-draft-tokens",
+            "3",
+            "--spec-acceptance",
+            "0.75",
+        ]));
+        assert!((spec.tokens_per_step - 2.734375).abs() < 1e-9);
+        assert!((spec.step_base_s - 0.013).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_sim_crash_fault_ends_the_servers_cells() {
+        let mut e = Estimator {
+            speeds: BTreeMap::new(),
+            startup_priors: BTreeMap::new(),
+            keys: BTreeMap::new(),
+            calibration: Calibration::default(),
+        };
+        e.speeds
+            .insert("a".into(), sim_speed(&sim(&["--crash-after", "15"])));
+        let (w1, w2, w3) = (
+            point(1, 10, 64, 10),
+            point(1, 10, 64, 10),
+            point(1, 10, 64, 10),
+        );
+        let got = e.cells_s("a", &[&w1, &w2, &w3]);
+        let full = e.cell_s("a", &w1);
+        assert!((got[0] - full).abs() < 1e-12);
+        // Each cell sends 10 requests and a probe: the 16th kills it 4/11 into the second cell.
+        let part = 4.0 / 11.0;
+        assert!((got[1] - (CELL_OVERHEAD_S + (full - CELL_OVERHEAD_S) * part)).abs() < 1e-9);
+        assert_eq!(got[2], 0.0);
+    }
+
+    #[test]
+    fn gpu_decode_is_bytes_per_step_over_bandwidth() {
+        let h100 = gpu_by_name("H100_SXM").unwrap();
+        assert_eq!(gpu_by_name("h200").unwrap().bandwidth, 4.8e12);
+        // 16 GB of weights on one H100: 16e9 / (0.65 × 3.35e12) + 2 ms = 9.35 ms per step.
+        let s = gpu_speed(h100, 16e9, 0.0, 32, 1);
+        assert!((s.step_base_s - (16e9 / (0.65 * 3.35e12) + 0.002)).abs() < 1e-12);
+        let w = point(1, 128, 0, 1024);
+        let t = s.load_s(&w);
+        let per_token = s.step_base_s;
+        assert!(
+            (t - 128.0 * (0.005 + 1024.0 * per_token)).abs() < 1e-6,
+            "{t}"
+        );
+        // 128 × 1024 tokens at ~107 tok/s is about 20 minutes, not the 45 min of a 50 tok/s guess.
+        assert!(t > 1000.0 && t < 1400.0, "{t}");
+        // TP2 halves the bytes per GPU and pays all-reduces.
+        let tp2 = gpu_speed(h100, 8e9, 0.0, 32, 2);
+        assert!(tp2.step_base_s < s.step_base_s && tp2.step_base_s > s.step_base_s / 2.0);
+        assert!(gpu_by_name("tpu").is_none());
+    }
+
+    #[test]
+    fn cpu_prior_matches_the_measured_small_model_rate() {
+        // SmolLM2-135M Q4_1 GGUF, 98 MB, one thread: 30–45 tok/s measured.
+        let s = cpu_speed(EngineKind::Llamacpp, 98e6, 1);
+        let tok_s = 1.0 / (s.step_base_s + s.step_per_seq_s);
+        assert!((30.0..=45.0).contains(&tok_s), "{tok_s}");
+        // Two at once share the thread: aggregate about the same, not double.
+        let two = 2.0 / (s.step_base_s + 2.0 * s.step_per_seq_s);
+        assert!(two < tok_s * 1.3, "{two} vs {tok_s}");
+    }
+
+    #[test]
+    fn startup_priors_separate_quick_engines_from_minutes_long_ones() {
+        assert!(startup_prior_s(EngineKind::Sim, None, 1) < 1.0);
+        let l = startup_prior_s(EngineKind::Llamacpp, Some(98e6), 1);
+        assert!((1.0..3.0).contains(&l), "{l}");
+        // A 135M vLLM on CPU: about a minute.
+        let v = startup_prior_s(EngineKind::Vllm, Some(270e6), 1);
+        assert!((55.0..70.0).contains(&v), "{v}");
+        let big = startup_prior_s(EngineKind::Vllm, Some(16e9), 2);
+        assert!(big > v + 20.0);
+        assert!(
+            startup_prior_s(EngineKind::Sglang, Some(16e9), 8)
+                > startup_prior_s(EngineKind::Sglang, Some(16e9), 1)
+        );
+    }
+
+    fn obs(server: &str, level: &str, predicted: f64, measured: f64) -> Observation {
+        Observation {
+            server: server.into(),
+            level: level.into(),
+            predicted_s: predicted,
+            measured_s: measured,
+        }
+    }
+
+    #[test]
+    fn calibration_is_per_server_and_per_level_not_global() {
+        let mut c = Calibration::default();
+        assert_eq!(c.factor("a", "c1"), 1.0);
+        // Server a runs twice as slow as its prior at c1, and 3× at c8.
+        c.observe(obs("a", "c1", 10.0, 20.0));
+        c.observe(obs("a", "c8", 10.0, 30.0));
+        // Server b is exactly on its prior at c1.
+        c.observe(obs("b", "c1", 10.0, 10.0));
+        assert_eq!(c.factor("a", "c1"), 2.0);
+        assert_eq!(c.factor("b", "c1"), 1.0);
+        // b at c8: its own factor (1) times how c8 compares on a (3 vs a's 2.5 overall).
+        assert!((c.factor("b", "c8") - 1.0 * 3.0 / 2.5).abs() < 1e-9);
+        // An unmeasured server at a measured level takes that level's factor.
+        assert!((c.factor("z", "c1") - 30.0 / 20.0).abs() < 1e-9);
+        // Nothing in common: all cells.
+        assert!((c.factor("z", "c64") - 60.0 / 30.0).abs() < 1e-9);
+        // A global factor would have given 2.0 for every cell.
+        assert_ne!(c.factor("b", "c1"), c.factor("a", "c1"));
+    }
+
+    #[test]
+    fn startups_use_the_measurement_or_scale_the_prior() {
+        let mut c = Calibration::default();
+        assert_eq!(c.startup_s("a", 60.0), 60.0);
+        c.observe_startup(StartupObservation {
+            server: "a".into(),
+            predicted_s: 60.0,
+            measured_s: 45.0,
+        });
+        assert_eq!(c.startup_s("a", 60.0), 45.0);
+        assert_eq!(c.startup_s("b", 80.0), 60.0);
+    }
+}
