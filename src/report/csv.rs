@@ -9,7 +9,7 @@ use super::Exporter;
 pub struct CsvExporter;
 
 /// The columns, in order.
-pub const COLUMNS: [&str; 33] = [
+pub const COLUMNS: [&str; 34] = [
     "server_id",
     "cell_name",
     "point",
@@ -39,6 +39,7 @@ pub const COLUMNS: [&str; 33] = [
     "itl_per_token_p50_ms",
     "acceptance_length",
     "acceptance_source",
+    "acceptance_rate",
     "speedup_decode",
     "speedup_output",
     "usable",
@@ -95,6 +96,7 @@ fn row(c: &CellRow) -> Vec<String> {
         num(c.itl_per_token_p50_ms),
         num(c.acceptance_length),
         opt(&c.acceptance_source),
+        num(c.acceptance_rate),
         num(c.speedup_decode),
         num(c.speedup_output),
         c.usable.to_string(),

@@ -149,6 +149,9 @@ pub struct CellRow {
     pub acceptance_length: Option<f64>,
     /// Where `acceptance_length` came from.
     pub acceptance_source: Option<String>,
+    /// Share of drafted tokens the target model accepted (0..1), from the
+    /// engine's counters or per-response draft counts; unknown without them.
+    pub acceptance_rate: Option<f64>,
     /// Decode-speed ratio over the baseline at the same point and repetition.
     pub speedup_decode: Option<f64>,
     /// Output-throughput ratio over the baseline at the same point and repetition.
@@ -555,6 +558,25 @@ pub fn acceptance_length(c: &CellResult) -> Option<(f64, &'static str)> {
     (chunks > 0).then(|| (tokens as f64 / chunks as f64, "tokens_per_chunk"))
 }
 
+/// Share of drafted tokens accepted: the engine's own figure from telemetry,
+/// else accepted / drafted from the cell's per-response draft counts.
+pub fn acceptance_rate(c: &CellResult) -> Option<f64> {
+    c.server.speculative.as_ref()?;
+    let from_telemetry = c
+        .telemetry
+        .as_ref()
+        .and_then(|t| t.pointer("/spec/acceptance/acceptance_rate"))
+        .and_then(|x| x.as_f64());
+    if from_telemetry.is_some() {
+        return from_telemetry;
+    }
+    let s = c.summary.as_ref()?;
+    match (s.draft_tokens, s.accepted_draft_tokens) {
+        (Some(d), Some(a)) if d > 0 => Some(a as f64 / d as f64),
+        _ => None,
+    }
+}
+
 fn find_acceptance_length(v: &serde_json::Value) -> Option<f64> {
     match v {
         serde_json::Value::Object(m) => {
@@ -846,6 +868,7 @@ fn cell_row(
         itl_per_token_p50_ms: s.and_then(|s| s.itl_per_token_ms).map(|x| x.p50),
         acceptance_length: acc.map(|a| a.0),
         acceptance_source: acc.map(|a| a.1.to_string()),
+        acceptance_rate: s.and(acceptance_rate(c)),
         speedup_decode: sp.map(|x| x.0),
         speedup_output: sp.map(|x| x.1),
         usable: ok,

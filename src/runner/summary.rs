@@ -1,34 +1,16 @@
 //! The end-of-run summary: every cell of the campaign as stored, with its
 //! status and headline numbers, and speedups over the baseline server at
-//! the same workload point.
+//! the same workload point. The rows are the report model's
+//! ([`crate::report::build`]), so the terminal and `report.json` agree by
+//! construction.
 
 use std::collections::{BTreeMap, HashSet};
 
 use crate::campaign::Campaign;
-use crate::metrics::stats::Stats;
+use crate::report::model::CellRow;
+use crate::report::{self, CampaignMeta, Report, ReportOptions, ResultSet};
 use crate::store::{CellResult, CellStatus, Store};
 use crate::ui::table;
-
-/// Speedup of a cell over its baseline twin: (decode speed ratio, throughput ratio).
-pub fn speedup(cell: &CellResult, base: &CellResult) -> Option<(f64, f64)> {
-    let (s, b) = (cell.summary.as_ref()?, base.summary.as_ref()?);
-    if !cell.status.is_measured()
-        || matches!(cell.status, CellStatus::Failed)
-        || matches!(base.status, CellStatus::Failed)
-    {
-        return None;
-    }
-    let dec = match (s.decode_tok_s, b.decode_tok_s) {
-        (Some(x), Some(y)) if y.p50 > 0.0 => x.p50 / y.p50,
-        _ => return None,
-    };
-    let thr = if b.output_throughput_tok_s > 0.0 {
-        s.output_throughput_tok_s / b.output_throughput_tok_s
-    } else {
-        return None;
-    };
-    Some((dec, thr))
-}
 
 /// The stored results of the campaign's current cells, in plan order.
 pub fn current_cells(c: &Campaign, store: &Store) -> Vec<CellResult> {
@@ -56,62 +38,70 @@ pub fn current_cells(c: &Campaign, store: &Store) -> Vec<CellResult> {
         .collect()
 }
 
-/// The cell's speculative acceptance as shown in the table.
-fn acceptance(r: &CellResult) -> String {
-    let a = r
-        .telemetry
-        .as_ref()
-        .and_then(|t| t.get("spec"))
-        .and_then(|s| s.get("acceptance"));
-    match a {
-        Some(a) => match (
-            a["acceptance_length"].as_f64(),
-            a["acceptance_rate"].as_f64(),
-        ) {
-            (Some(len), _) => format!("{len:.2}"),
-            (None, Some(rate)) => format!("{:.0}%", rate * 100.0),
-            _ => "0".into(),
-        },
-        None => "-".into(),
+/// How a cell's status reads in the table: a skip or failure names its
+/// reason or class, never another status's word.
+fn status_label(r: &CellRow) -> String {
+    match (r.status, &r.failure_class, &r.reason) {
+        (CellStatus::Ok, _, _) => "ok".into(),
+        (CellStatus::Skipped, _, Some(reason)) => format!("skipped: {}", short(reason, 60)),
+        (st, Some(class), _) if class != st.as_str() => format!("{} ({class})", st.as_str()),
+        (st, _, _) => st.as_str().to_string(),
     }
 }
 
-/// Render the summary table.
+fn short(text: &str, max: usize) -> String {
+    let first = text.split("; ").next().unwrap_or(text);
+    if first.chars().count() <= max {
+        first.to_string()
+    } else {
+        let cut: String = first.chars().take(max - 1).collect();
+        format!("{cut}…")
+    }
+}
+
+/// The report model of the campaign's current cells: the one computation of
+/// speedups and acceptance, shared with `report.json` and `report.html`.
+pub fn report_of(c: &Campaign, cells: &[CellResult]) -> Report {
+    let set = ResultSet {
+        dir_name: c.name.clone(),
+        meta: Some(CampaignMeta::from_campaign(c)),
+        cells: cells.to_vec(),
+        unreadable: Vec::new(),
+    };
+    report::build(
+        &set,
+        &ReportOptions {
+            baseline: c.run.baseline.clone(),
+            ..ReportOptions::default()
+        },
+    )
+}
+
+/// Render the summary table from the report model's rows.
 pub fn render(c: &Campaign, cells: &[CellResult]) -> String {
-    let baseline = c.run.baseline.as_deref();
-    let base: BTreeMap<&str, &CellResult> = cells
-        .iter()
-        .filter(|r| Some(r.server_id.as_str()) == baseline)
-        .map(|r| (r.cell_name.as_str(), r))
-        .collect();
-    let p = |v: Option<Stats>, f: fn(&Stats) -> f64| table::num(v.as_ref().map(f), 1);
-    let rows: Vec<Vec<String>> = cells
+    let report = report_of(c, cells);
+    let f = |v: Option<f64>, digits: usize| table::num(v, digits);
+    let rows: Vec<Vec<String>> = report
+        .cells
         .iter()
         .map(|r| {
-            let s = r.summary.as_ref();
-            let sp = base
-                .get(r.cell_name.as_str())
-                .filter(|b| b.server_id != r.server_id)
-                .and_then(|b| speedup(r, b))
-                .map(|(d, t)| format!("{d:.2}x / {t:.2}x"))
-                .unwrap_or_else(|| "-".into());
-            let status = match (&r.status, &r.failure) {
-                (CellStatus::Ok, _) => "ok".to_string(),
-                (st, Some(f)) => format!("{} ({})", st.as_str(), f.class),
-                (st, None) => st.as_str().to_string(),
+            let speedup = match (r.speedup_decode, r.speedup_output) {
+                (Some(d), Some(t)) => format!("{d:.2}x / {t:.2}x"),
+                _ => "-".into(),
             };
             vec![
                 r.server_id.clone(),
                 r.cell_name.clone(),
-                status,
-                s.filter(|_| r.status != CellStatus::Failed)
-                    .map(|s| format!("{:.1}", s.output_throughput_tok_s))
+                status_label(r),
+                f(r.output_tok_s, 1),
+                f(r.ttft_p50_ms, 1),
+                f(r.ttft_p99_ms, 1),
+                f(r.tpot_p50_ms, 1),
+                f(r.acceptance_length, 2),
+                r.acceptance_rate
+                    .map(|x| format!("{:.0}%", x * 100.0))
                     .unwrap_or_else(|| "-".into()),
-                p(s.and_then(|s| s.ttft_ms), |x| x.p50),
-                p(s.and_then(|s| s.ttft_ms), |x| x.p99),
-                p(s.and_then(|s| s.tpot_ms), |x| x.p50),
-                acceptance(r),
-                sp,
+                speedup,
             ]
         })
         .collect();
@@ -123,13 +113,14 @@ pub fn render(c: &Campaign, cells: &[CellResult]) -> String {
         "TTFT p50",
         "TTFT p99",
         "TPOT p50",
-        "accept",
+        "accept len",
+        "accept rate",
         "speedup decode/thru",
     ];
     let mut out = table::render(&header, &rows);
-    out.push_str("accept: speculative acceptance length (tokens per step) or, without step counts, the share of drafted tokens accepted\n");
-    if let Some(b) = baseline {
-        out.push_str(&format!("speedups are against server `{b}` at the same workload point (per-request decode speed / output throughput)\n"));
+    out.push_str("accept len: tokens per verification step (1 + accepted drafts per step); accept rate: share of drafted tokens accepted; '-' where the engine gave no counts\n");
+    if let Some(b) = &report.baseline {
+        out.push_str(&format!("speedups are against server `{b}` at the same workload point and repetition, usable cells only (per-request decode speed p50 / output throughput)\n"));
     }
     out
 }
