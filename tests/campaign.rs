@@ -111,11 +111,44 @@ fn quickstart_runs_end_to_end_with_one_launch_per_server_and_crash_evidence() {
     let len = spec["acceptance"]["acceptance_length"].as_f64().unwrap();
     assert!((len - 2.73).abs() < 0.25, "acceptance length {len}");
     assert!(cells["baseline/chat-in512-out32-c1"]["telemetry"]["spec"].is_null());
-    // The summary shows speedups over the baseline.
+    // The summary shows speedups over the baseline, and they are the
+    // report's: every row's speedup and acceptance equal report.json's.
     assert!(
         stdout.contains("speedup") && stdout.contains("x /"),
         "{stdout}"
     );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let mut compared = 0;
+    for row in report["cells"].as_array().unwrap() {
+        let (server, cell) = (
+            row["server_id"].as_str().unwrap(),
+            row["cell_name"].as_str().unwrap(),
+        );
+        let line = stdout
+            .lines()
+            .find(|l| {
+                let mut w = l.split_whitespace();
+                w.next() == Some(server) && w.next() == Some(cell)
+            })
+            .unwrap_or_else(|| panic!("{server}/{cell} missing from the summary:\n{stdout}"));
+        let want = match (
+            row["speedup_decode"].as_f64(),
+            row["speedup_output"].as_f64(),
+        ) {
+            (Some(d), Some(t)) => format!("{d:.2}x / {t:.2}x"),
+            _ => "-".to_string(),
+        };
+        assert!(line.trim_end().ends_with(&want), "{line} vs report {want}");
+        if let Some(a) = row["acceptance_length"].as_f64() {
+            assert!(
+                line.contains(&format!(" {a:.2} ")),
+                "{line} vs report acceptance {a}"
+            );
+        }
+        compared += 1;
+    }
+    assert_eq!(compared, 20);
     // Running again reuses every measured cell (failed ones too, unless
     // --rerun-failed) and launches only the crashed server, for its not-run cells.
     let baseline_before =
