@@ -400,12 +400,19 @@ fn vllm_bench_serve_and_servebench_on_one_llamacpp_server_count_output_tokens_di
             .unwrap_or_else(|| panic!("{client} missing: {text}"))
     };
     let (sb, vllm) = (row("servebench"), row("vllm"));
-    assert_eq!(sb["completed"], 8);
-    assert_eq!(vllm["completed"], 8);
+    assert_eq!(sb["completed"], 8, "{text}");
+    // vLLM's client can drop a request on a loaded machine (seen: 7 of 8
+    // with both cores busy); its counts are judged on what it completed.
+    let vllm_done = vllm["completed"].as_u64().unwrap();
+    assert!(vllm_done >= 1, "{text}");
     // The server's usage: with ignore_eos, exactly what was asked.
     assert_eq!(sb["output_tokens"], 8 * 32, "{text}");
     // vLLM's client re-tokenizes the streamed text instead.
-    assert_ne!(vllm["output_tokens"], 8 * 32, "{text}");
+    assert_ne!(
+        vllm["output_tokens"].as_u64().unwrap(),
+        vllm_done * 32,
+        "{text}"
+    );
     for r in [sb, vllm] {
         for k in ["ttft", "tpot", "itl"] {
             assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
