@@ -41,6 +41,7 @@ fn main() -> anyhow::Result<()> {
             args: vec![],
             env: BTreeMap::new(),
             expected_failure: false,
+            secret_env: vec![],
         })
         .collect();
     let slo = parse_slo("ttft=100ms,tpot=20ms").map_err(anyhow::Error::msg)?;

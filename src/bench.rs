@@ -245,7 +245,9 @@ fn level_stop(r: &Resolved, shape: &LoadShape) -> StopCondition {
 /// Run `servebench bench`; returns whether every request succeeded.
 pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<bool> {
     let r = resolve(&args)?;
-    let endpoint = Endpoint::new(&args.url, args.api)?;
+    let key = crate::util::secret::api_key(args.api_key.as_deref(), args.api_key_env.as_deref())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let endpoint = Endpoint::new(&args.url, args.api)?.with_api_key(key.as_deref())?;
     let model = discover_model(&endpoint, args.model.as_deref()).await?;
     let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let executor = Arc::new(HttpExecutor {

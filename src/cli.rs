@@ -244,6 +244,12 @@ pub struct BenchArgs {
     /// Served model name (default: the first one /v1/models lists).
     #[arg(long)]
     pub model: Option<String>,
+    /// API key, sent as a bearer token (other users can read it in `ps`: prefer --api-key-env).
+    #[arg(long, conflicts_with = "api_key_env")]
+    pub api_key: Option<String>,
+    /// Name of the environment variable holding the API key sent as a bearer token.
+    #[arg(long)]
+    pub api_key_env: Option<String>,
     /// Closed-loop levels: concurrent users, e.g. 1,4,16,64.
     #[arg(long, conflicts_with = "request_rate")]
     pub concurrency: Option<String>,

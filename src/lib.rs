@@ -133,17 +133,23 @@ fn run_plan(a: cli::PlanArgs) -> anyhow::Result<ExitCode> {
     let store = store::Store::new(&c.results_dir);
     let exe = std::env::current_exe()?.display().to_string();
     let p = plan::build(&c, &store.index(), &opts, &exe);
+    // What is printed is pasted into tickets and chats: no secret in it.
+    let scrub = |s: &str| util::secret::scrub_str(s).into_owned();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&p)?);
+        println!("{}", scrub(&serde_json::to_string_pretty(&p)?));
     } else {
-        print!("{}", plan::render(&p, a.show_commands));
+        print!("{}", scrub(&plan::render(&p, a.show_commands)));
         if let Some(line) = launcher::slurm::plan_summary(&c, &p) {
             print!("{line}");
         }
         if a.show_commands {
             let shown = launcher::show_commands(&c, &p, &exe, &job_args(&a.select));
             if !shown.is_empty() {
-                print!("\nlaunch ({}):\n{shown}", c.launcher.kind().as_str());
+                print!(
+                    "\nlaunch ({}):\n{}",
+                    c.launcher.kind().as_str(),
+                    scrub(&shown)
+                );
             }
         }
     }

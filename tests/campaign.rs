@@ -677,3 +677,107 @@ fn sigkill_mid_cell_leaves_no_process_of_a_wrapper_that_forks_and_detaches_grand
         || pids_with(&model).is_empty(),
     );
 }
+
+#[test]
+fn campaign_secrets_reach_the_server_but_no_file_and_rotating_a_key_keeps_every_cell() {
+    const KEY: &str = "sk-SECRET-123";
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = write_campaign(
+        dir.path(),
+        r#"
+[campaign]
+name = "secrets"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--api-key", "${SB_TEST_KEY}", "--decode-step-ms", "0", "--prefill-tok-s", "0"]
+api_key_env = "SB_TEST_KEY"
+secret_env = ["SITE_PASS"]
+env = { HF_TOKEN = "${SB_TEST_KEY}", SITE_PASS = "plain-site-pass", PLAIN_SETTING = "visible-value" }
+[[server]]
+id = "a"
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 4
+concurrency = [1, 2]
+num_requests = 2
+[run]
+grace_period = "2s"
+health_timeout = "20s"
+"#,
+    );
+    let with_key = |key: Option<&str>, args: &[&str]| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args).stdin(Stdio::null());
+        match key {
+            Some(k) => cmd.env("SB_TEST_KEY", k),
+            None => cmd.env_remove("SB_TEST_KEY"),
+        };
+        let o = cmd.output().unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let c = campaign.to_str().unwrap();
+    let (code, _, err) = with_key(None, &["run", c]);
+    assert_eq!(code, 1, "an unset key variable is an error: {err}");
+    assert!(err.contains("SB_TEST_KEY"), "{err}");
+    // The sim refuses requests without the key: `ok` cells prove it was sent.
+    let (code, _, err) = with_key(Some(KEY), &["run", c]);
+    assert_eq!(code, 0, "{err}");
+    let root = dir.path().join("results/secrets");
+    let cells = cells(&root);
+    assert_eq!(cells.len(), 2);
+    for (name, cell) in &cells {
+        assert_eq!(cell["status"], "ok", "{name}");
+        assert_eq!(cell["server"]["env"]["PLAIN_SETTING"], "visible-value");
+        assert_eq!(cell["server"]["env"]["HF_TOKEN"], "<redacted>");
+        assert_eq!(cell["server"]["env"]["SITE_PASS"], "<redacted>");
+    }
+    let (code, _, err) = with_key(
+        Some(KEY),
+        &[
+            "report",
+            root.to_str().unwrap(),
+            "--format",
+            "json,html,csv",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, plan_out, _) = with_key(Some(KEY), &["plan", "--json", c]);
+    assert_eq!(code, 0);
+    let log = std::fs::read_to_string(root.join("logs/a.log")).unwrap();
+    assert!(
+        log.contains("--api-key '<redacted>'") || log.contains("--api-key <redacted>"),
+        "{log}"
+    );
+    let written = common::all_files(&root);
+    assert!(written.len() >= 5, "{written:?}");
+    for needle in [KEY, "plain-site-pass"] {
+        // The campaign file is the user's; everything else servebench wrote.
+        let leaked: Vec<PathBuf> = common::files_containing(dir.path(), needle)
+            .into_iter()
+            .filter(|p| p != &campaign)
+            .collect();
+        assert_eq!(leaked, Vec::<PathBuf>::new(), "{needle} was written");
+        assert!(!plan_out.contains(needle), "{needle} in plan output");
+    }
+    // A rotated key changes no measured number: every cell stays cached.
+    let (code, stdout, _) = with_key(Some("sk-ROTATED-456"), &["plan", "--json", c]);
+    assert_eq!(code, 0);
+    let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let verdicts: Vec<&serde_json::Value> = plan["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["cells"].as_array().unwrap())
+        .map(|c| &c["verdict"])
+        .collect();
+    assert_eq!(verdicts.len(), 2);
+    assert!(verdicts.iter().all(|v| *v == "cached"), "{verdicts:?}");
+}

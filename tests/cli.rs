@@ -151,3 +151,91 @@ fn sim_process_crashes_with_the_logged_cuda_error_and_bench_reports_failures() {
     );
     assert!(log.contains("sim: ready on 127.0.0.1:"));
 }
+
+#[test]
+fn an_api_key_is_sent_as_a_bearer_token_and_never_written() {
+    const KEY: &str = "sk-SECRET-123";
+    let dir = tempfile::tempdir().unwrap();
+    let sim = common::spawn_sim_process(
+        &[
+            "--api-key",
+            KEY,
+            "--decode-step-ms",
+            "0",
+            "--prefill-tok-s",
+            "0",
+        ],
+        &dir.path().join("sim.log"),
+    );
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let bench = |extra: &[&str], output: &str, key_env: Option<&str>| {
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "bench",
+            "--model",
+            "sim-model",
+            "--concurrency",
+            "2",
+            "--num-requests",
+            "4",
+            "--output-len",
+            "4",
+            "--input-len",
+            "16",
+            "--output",
+        ])
+        .arg(out.join(output))
+        .args(extra)
+        .stdin(Stdio::null());
+        if let Some(k) = key_env {
+            cmd.env("SB_TEST_KEY", k);
+        }
+        let o = cmd.output().unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    // The sim answers 401 without the key, so `ok` proves the header was sent.
+    let (code, err) = bench(
+        &["--url", &sim.url, "--api-key-env", "SB_TEST_KEY"],
+        "env.json",
+        Some(KEY),
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = bench(&["--url", &sim.url, "--api-key", KEY], "flag.json", None);
+    assert_eq!(code, 0, "{err}");
+    // A password in the URL is sent as basic auth and dropped from the stored URL.
+    let with_userinfo = sim.url.replace("http://", "http://bob:hunter2-pass@");
+    let (code, err) = bench(
+        &["--url", &with_userinfo, "--api-key", KEY],
+        "userinfo.json",
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("userinfo.json")).unwrap()).unwrap();
+    assert_eq!(stored["target"]["url"], sim.url.as_str());
+    // Without the key every request is refused, and says so.
+    let (code, err) = bench(&["--url", &sim.url], "nokey.json", None);
+    assert_eq!(code, 3, "{err}");
+    let stored = std::fs::read_to_string(out.join("nokey.json")).unwrap();
+    assert!(stored.contains("401"), "{stored}");
+    // An unset variable is named before any traffic.
+    let (code, err) = bench(
+        &["--url", &sim.url, "--api-key-env", "SB_TEST_KEY"],
+        "unset.json",
+        None,
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("`SB_TEST_KEY` is unset"), "{err}");
+    assert_eq!(common::all_files(&out).len(), 4);
+    for needle in [KEY, "hunter2-pass"] {
+        assert_eq!(
+            common::files_containing(&out, needle),
+            Vec::<std::path::PathBuf>::new(),
+            "{needle} was written"
+        );
+    }
+}

@@ -38,6 +38,7 @@ fn server(id: &str, tp: u32, budget: Option<u32>) -> ServerConfig {
         args: vec![],
         env: BTreeMap::new(),
         expected_failure: false,
+        secret_env: vec![],
     }
 }
 

@@ -106,6 +106,14 @@ pub struct RawEngine {
     /// Engine version, part of every cell's identity when given.
     #[serde(default)]
     pub version: Option<String>,
+    /// Name of the environment variable holding the API key sent as a bearer
+    /// token with every request (the key itself never goes in the file).
+    #[serde(default)]
+    pub api_key_env: Option<Spanned<String>>,
+    /// Environment variables (of `env` tables) whose values are secrets, in
+    /// addition to those whose names or values look like credentials.
+    #[serde(default)]
+    pub secret_env: Vec<String>,
 }
 
 /// `[hardware]`.
@@ -414,7 +422,9 @@ pub fn load(path: &Path) -> Result<(RawCampaign, Source), CampaignError> {
 /// Read, parse and resolve a campaign file.
 pub fn load_campaign(path: &Path) -> Result<Campaign, CampaignError> {
     let (raw, source) = load(path)?;
-    resolve(raw, &source)
+    let c = resolve(raw, &source)?;
+    c.register_secrets();
+    Ok(c)
 }
 
 #[cfg(test)]

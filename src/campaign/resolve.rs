@@ -80,6 +80,9 @@ pub struct ServerConfig {
     /// Failures of this config are expected and do not fail the run's exit code.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expected_failure: bool,
+    /// Environment variables declared secret (`[engine] secret_env`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_env: Vec<String>,
 }
 
 impl ServerConfig {
@@ -95,6 +98,26 @@ impl ServerConfig {
             "budget" => self.speculative.as_ref()?.num_draft_tokens?.to_string(),
             _ => return None,
         })
+    }
+
+    /// This config with every secret (credential-like environment values,
+    /// values of flags such as `--api-key`) replaced by a placeholder: the
+    /// form that is hashed into identities and stored.
+    pub fn redacted(&self) -> ServerConfig {
+        use crate::util::secret;
+        ServerConfig {
+            args: secret::redact_argv(&self.args),
+            env: secret::redact_env(&self.env, &self.secret_env),
+            ..self.clone()
+        }
+    }
+
+    /// The secret values this config carries (see [`ServerConfig::redacted`]).
+    pub fn secret_values(&self) -> Vec<String> {
+        use crate::util::secret;
+        let mut out = secret::env_secrets(&self.env, &self.secret_env);
+        out.extend(secret::argv_secrets(&self.args));
+        out
     }
 
     /// The speculative method's name, or `ar` for autoregressive decoding.
@@ -256,6 +279,29 @@ pub struct Campaign {
     /// Where servers are started (not part of any cell's identity).
     #[serde(default)]
     pub launcher: super::launcher::Launcher,
+    /// Environment variable holding the API key sent with every request
+    /// (not part of any cell's identity: rotating a key changes no number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+}
+
+impl Campaign {
+    /// The API key to send, read from `api_key_env`.
+    pub fn api_key(&self) -> Result<Option<String>, String> {
+        crate::util::secret::api_key(None, self.api_key_env.as_deref())
+    }
+
+    /// Remember every secret the campaign carries so no written file holds it.
+    pub fn register_secrets(&self) {
+        for s in &self.servers {
+            for v in s.secret_values() {
+                crate::util::secret::register(&v);
+            }
+        }
+        if let Ok(Some(k)) = self.api_key() {
+            crate::util::secret::register(&k);
+        }
+    }
 }
 
 fn duration(
@@ -471,6 +517,24 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         Some(l) => super::launcher::resolve(l.get_ref(), src, l.span().start)?,
         None => Default::default(),
     };
+    let api_key_env = match &raw.engine.api_key_env {
+        Some(v) => {
+            let name = v.get_ref();
+            let valid = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(src.error(
+                    v,
+                    format!(
+                        "`api_key_env` names an environment variable holding the key (e.g. \"OPENAI_API_KEY\"), not `{name}`; the key itself never goes in the campaign file"
+                    ),
+                ));
+            }
+            Some(name.clone())
+        }
+        None => None,
+    };
     Ok(Campaign {
         name,
         file: src.path.clone(),
@@ -483,6 +547,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         workloads,
         run,
         launcher,
+        api_key_env,
     })
 }
 
@@ -526,6 +591,7 @@ fn merge_server(
         args,
         env,
         expected_failure: s.expected_failure.or(d.expected_failure).unwrap_or(false),
+        secret_env: raw.engine.secret_env.clone(),
     }
 }
 
@@ -579,6 +645,9 @@ fn check_server(src: &Source, at: usize, s: &mut ServerConfig) -> Result<(), Cam
 fn expand_server_env(src: &Source, at: usize, s: &mut ServerConfig) -> Result<(), CampaignError> {
     for a in &mut s.args {
         *a = expand_env(src, at, a)?;
+    }
+    for v in s.env.values_mut() {
+        *v = expand_env(src, at, v)?;
     }
     if let Some(d) = s
         .speculative

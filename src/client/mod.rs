@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -23,6 +23,16 @@ use hyper_util::rt::TokioExecutor;
 use crate::failure::{Failure, FailureClass};
 use openai::{Api, ChunkInfo};
 use record::{Outcome, RequestRecord};
+
+/// A header value that holds a credential: marked sensitive so it is never
+/// printed by a `Debug` of the request.
+fn secret_header(value: &str) -> anyhow::Result<HeaderValue> {
+    let mut v = HeaderValue::from_str(value).map_err(|_| {
+        anyhow::anyhow!("the API key contains characters not allowed in an HTTP header")
+    })?;
+    v.set_sensitive(true);
+    Ok(v)
+}
 
 /// How many bytes of an error body are kept as evidence.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -34,11 +44,28 @@ pub struct Endpoint {
     base: String,
     api: Api,
     uri: Uri,
+    /// `Authorization` header sent with every request (bearer key or basic userinfo).
+    auth: Option<HeaderValue>,
 }
 
 impl Endpoint {
     /// Build a client for `base_url` (e.g. `http://127.0.0.1:8000`) and an API flavour.
+    ///
+    /// A `user:pass@` in the URL becomes a basic `Authorization` header and is
+    /// dropped from the URL, so it is never stored or shown.
     pub fn new(base_url: &str, api: Api) -> anyhow::Result<Self> {
+        let (base_url, userinfo) = crate::util::secret::split_userinfo(base_url);
+        let base_url = base_url.as_str();
+        let auth = match userinfo {
+            Some(u) => {
+                crate::util::secret::register(&u);
+                use base64::Engine as _;
+                let encoded = base64::engine::general_purpose::STANDARD.encode(u.as_bytes());
+                crate::util::secret::register(&encoded);
+                Some(secret_header(&format!("Basic {encoded}"))?)
+            }
+            None => None,
+        };
         let base = base_url.trim_end_matches('/').to_string();
         let base = base.strip_suffix("/v1").unwrap_or(&base).to_string();
         if !base.starts_with("http://") {
@@ -62,7 +89,22 @@ impl Endpoint {
             base,
             api,
             uri,
+            auth,
         })
+    }
+
+    /// Send `key` as a bearer token with every request (`None`: keep what the URL gave).
+    pub fn with_api_key(mut self, key: Option<&str>) -> anyhow::Result<Self> {
+        if let Some(key) = key {
+            crate::util::secret::register(key);
+            self.auth = Some(secret_header(&format!("Bearer {key}"))?);
+        }
+        Ok(self)
+    }
+
+    /// The `Authorization` header value, for the few requests made outside this client.
+    pub fn authorization(&self) -> Option<&HeaderValue> {
+        self.auth.as_ref()
     }
 
     /// The base URL without a trailing `/v1`.
@@ -114,6 +156,13 @@ impl Endpoint {
         make: impl Fn() -> Request<Full<Bytes>>,
     ) -> Result<(hyper::Response<hyper::body::Incoming>, u32), hyper_util::client::legacy::Error>
     {
+        let make = || {
+            let mut req = make();
+            if let Some(a) = &self.auth {
+                req.headers_mut().insert(AUTHORIZATION, a.clone());
+            }
+            req
+        };
         match self.client.request(make()).await {
             Ok(r) => Ok((r, 0)),
             Err(e) if !e.is_connect() => self.client.request(make()).await.map(|r| (r, 1)),

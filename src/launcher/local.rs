@@ -144,6 +144,11 @@ impl LocalServer {
         ))
     }
 
+    /// The log file its output goes to.
+    pub fn log_path(&self) -> &std::path::Path {
+        &self.log
+    }
+
     /// The process (and group) id.
     pub fn pid(&self) -> i32 {
         self.pgid

@@ -126,12 +126,27 @@ impl ServerHandle {
     }
 
     /// Stop it: SIGTERM, grace, SIGKILL. Returns whether SIGKILL was needed.
+    ///
+    /// Once it has stopped, secrets the engine echoed into its log (vLLM
+    /// prints its arguments, API key included) are scrubbed from the file.
     pub async fn stop(&mut self, grace: Duration) -> bool {
-        match self {
+        let killed = match self {
             ServerHandle::Local(s) => s.stop(grace).await,
             ServerHandle::Ssh(s) => s.stop(grace).await,
             ServerHandle::Systemd(s) => s.stop(grace).await,
+        };
+        let log = match self {
+            ServerHandle::Local(s) => s.log_path(),
+            ServerHandle::Ssh(s) => s.log_path(),
+            ServerHandle::Systemd(s) => s.log_path(),
+        };
+        if let Err(e) = crate::util::secret::scrub_file(log) {
+            eprintln!(
+                "warning: could not scrub secrets from {}: {e}",
+                log.display()
+            );
         }
+        killed
     }
 
     /// Where it runs, for messages.

@@ -181,6 +181,11 @@ impl SshServer {
         self.session.log_tail(max_lines)
     }
 
+    /// The local log file the remote output goes to.
+    pub fn log_path(&self) -> &std::path::Path {
+        self.session.log_path()
+    }
+
     /// Where it runs.
     pub fn describe(&self) -> String {
         match self.remote_pgid {

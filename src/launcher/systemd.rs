@@ -215,6 +215,11 @@ impl SystemdServer {
         self.ended.clone()
     }
 
+    /// The log file the unit's output goes to.
+    pub fn log_path(&self) -> &std::path::Path {
+        &self.log
+    }
+
     /// This launch's journal output.
     pub fn log_tail(&self, max_lines: usize) -> String {
         read_tail(&self.log, self.log_start, max_lines)

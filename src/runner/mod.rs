@@ -96,6 +96,8 @@ pub async fn run_campaign(
     if opts.dry_run {
         return Ok(out);
     }
+    // An unset key would fail every request with 401: say so before launching.
+    c.api_key().map_err(|e| anyhow::anyhow!("{e}"))?;
     std::fs::create_dir_all(store.root())
         .with_context(|| format!("cannot create {}", store.root().display()))?;
     for g in &plan.groups {
@@ -158,7 +160,7 @@ pub(crate) fn base_result(c: &Campaign, g: &ServerGroup, cell: &PlannedCell) -> 
         identity: cell.identity.clone(),
         server_id: g.server.id.clone(),
         cell_name: cell.name.clone(),
-        server: g.server.clone(),
+        server: g.server.redacted(),
         workload: cell.workload.clone(),
         engine: c.engine.clone(),
         model: c.model.clone(),
@@ -175,6 +177,16 @@ pub(crate) fn base_result(c: &Campaign, g: &ServerGroup, cell: &PlannedCell) -> 
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
     }
+}
+
+/// A client for `url` that sends the campaign's API key, if it has one.
+fn endpoint_for(
+    c: &Campaign,
+    url: &str,
+    api: crate::client::openai::Api,
+) -> anyhow::Result<Endpoint> {
+    let key = c.api_key().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Endpoint::new(url, api)?.with_api_key(key.as_deref())
 }
 
 /// A launched (or external) server for one group.
@@ -228,16 +240,18 @@ async fn launch(
         now_rfc3339(),
         launch_no,
         g.server.id,
-        plan::shell_words(&req.argv)
+        crate::util::secret::scrub_str(&plan::shell_words(&crate::util::secret::redact_argv(
+            &req.argv
+        )))
     );
     run.gpus = slot.gpus.clone();
-    run.command = req.argv.clone();
+    run.command = crate::util::secret::redact_argv(&req.argv);
     let (mut server, url) = crate::launcher::start(slot.launcher, &req)
         .await
         .map_err(|f| (f, run.clone()))?;
     run.url = url;
     let endpoint =
-        Endpoint::new(&run.url, crate::client::openai::Api::Completions).map_err(|e| {
+        endpoint_for(c, &run.url, crate::client::openai::Api::Completions).map_err(|e| {
             (
                 Failure::new(FailureClass::StartFailed, e.to_string()),
                 run.clone(),
@@ -372,7 +386,7 @@ async fn run_group(
             eprintln!("   [{}] {} ...", g.server.id, cell.name);
             let window = slot.tracker.begin(&g.server.id, &cell.name);
             // One client per cell: the scrapes and the load share its connections.
-            let endpoint = Endpoint::new(&running.url, cell.workload.api);
+            let endpoint = endpoint_for(c, &running.url, cell.workload.api);
             let (before, measured, gpus, gpu_note, after) = match endpoint {
                 Ok(ep) => {
                     let before = telemetry::scrape(&ep, c.engine.kind).await;

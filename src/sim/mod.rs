@@ -37,6 +37,10 @@ pub struct SimConfig {
     /// Model name served at /v1/models.
     #[arg(long, default_value = "sim-model")]
     pub model_name: String,
+    /// Require this bearer token on /v1 and /tokenize, as vLLM's `--api-key` does (HTTP 401 otherwise).
+    #[arg(long)]
+    #[serde(skip)]
+    pub api_key: Option<String>,
     /// Prefill speed in tokens/s (0 = instant); prefills run one at a time.
     #[arg(long, default_value_t = 20_000.0)]
     pub prefill_tok_s: f64,
@@ -238,6 +242,10 @@ pub async fn serve(
         .route("/tokenize", post(tokenize))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            require_api_key,
+        ))
         .with_state(shared.clone());
     if shared.cfg.log {
         let addr = listener.local_addr()?;
@@ -278,6 +286,33 @@ pub async fn serve(
             }
         }
     }
+}
+
+/// Refuse API requests without the configured bearer token, as an engine
+/// started with an API key does; health and metrics stay open.
+async fn require_api_key(
+    State(s): State<Arc<Shared>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(key) = &s.cfg.api_key else {
+        return next.run(req).await;
+    };
+    let path = req.uri().path();
+    let guarded = path.starts_with("/v1") || path == "/tokenize";
+    let given = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if guarded && given != Some(key.as_str()) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(serde_json::json!({"error": {"message": "Unauthorized", "code": 401}})),
+        )
+            .into_response();
+    }
+    next.run(req).await
 }
 
 async fn health(State(s): State<Arc<Shared>>) -> Response {

@@ -8,7 +8,12 @@ use std::io::Write;
 use std::path::Path;
 
 /// Write `bytes` to `path` atomically (temporary file, fsync, rename).
+///
+/// Registered secrets are scrubbed from `bytes` first: whatever path a key
+/// took into a result, a report or a log, it is not written.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let bytes = super::secret::scrub_bytes(bytes);
+    let bytes = bytes.as_ref();
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

@@ -2,4 +2,5 @@
 
 pub mod fsx;
 pub mod proc;
+pub mod secret;
 pub mod units;

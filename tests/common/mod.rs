@@ -282,3 +282,86 @@ pub fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A `servebench sim` process on a free port; killed when dropped.
+pub struct SimProcess {
+    /// The child process.
+    pub child: std::process::Child,
+    /// Its base URL.
+    pub url: String,
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start `servebench sim` with `args`, its stderr going to `log`, and wait until it listens.
+pub fn spawn_sim_process(args: &[&str], log: &std::path::Path) -> SimProcess {
+    let dir = log.parent().unwrap();
+    let port_file = dir.join(format!(
+        "sim-port-{}",
+        log.file_name().unwrap().to_string_lossy()
+    ));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
+        .args(["sim", "--port", "0", "--port-file"])
+        .arg(&port_file)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(log).unwrap()))
+        .spawn()
+        .unwrap();
+    let mut sim = SimProcess {
+        child,
+        url: String::new(),
+    };
+    wait_until(Duration::from_secs(60), "the simulator to listen", || {
+        std::fs::read_to_string(&port_file).is_ok_and(|p| !p.is_empty())
+    });
+    sim.url = format!(
+        "http://127.0.0.1:{}",
+        std::fs::read_to_string(&port_file).unwrap()
+    );
+    sim
+}
+
+/// Every file under `root` (recursively) whose bytes contain `needle`.
+pub fn files_containing(root: &std::path::Path, needle: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if std::fs::read(&p)
+                .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+            {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Every file under `root`, recursively.
+pub fn all_files(root: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
