@@ -127,6 +127,28 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
         .map(parse_duration)
         .transpose()
         .map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
+    if duration == Some(Duration::ZERO) {
+        bail!("--duration must be longer than zero, e.g. 30s");
+    }
+    for shape in &shapes {
+        match shape {
+            LoadShape::Concurrency { value } => {
+                crate::load::check_concurrency(u64::from(*value))
+                    .map_err(|e| anyhow::anyhow!("--concurrency: {e}"))?;
+            }
+            LoadShape::Rate { value, .. } => {
+                crate::load::schedule::check_rate_within(*value, duration)
+                    .map_err(|e| anyhow::anyhow!("--request-rate: {e}"))?;
+            }
+        }
+    }
+    if let Some(cap) = a.max_concurrency {
+        if cap == 0 {
+            bail!("--max-concurrency must be at least 1");
+        }
+        crate::load::check_concurrency(u64::from(cap))
+            .map_err(|e| anyhow::anyhow!("--max-concurrency: {e}"))?;
+    }
     let stop = StopCondition {
         max_requests: a.num_requests,
         max_duration: duration,
@@ -267,7 +289,7 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
             seed: args.seed.wrapping_add(i as u64),
             prompts: r.prompts.clone(),
             tokenizer: args.tokenizer.clone(),
-            count: stop.max_requests.map(|n| n + args.warmup),
+            count: stop.max_requests.map(|n| n.saturating_add(args.warmup)),
             probe_timeout: r.request_timeout.min(std::time::Duration::from_secs(60)),
         };
         let built = std::time::Instant::now();
