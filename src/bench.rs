@@ -264,8 +264,19 @@ fn level_stop(r: &Resolved, shape: &LoadShape) -> StopCondition {
     }
 }
 
-/// Run `servebench bench`; returns whether every request succeeded.
-pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<bool> {
+/// How a bench run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchEnd {
+    /// Every request completed and every level's numbers are believable.
+    AllOk,
+    /// Some request failed or some level was judged suspicious.
+    SomeFailed,
+    /// A signal stopped the run; finished levels were written.
+    Interrupted,
+}
+
+/// Run `servebench bench`; says whether every request succeeded believably.
+pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<BenchEnd> {
     let r = resolve(&args)?;
     let endpoint = Endpoint::new(&args.url, args.api)?;
     let model = discover_model(&endpoint, args.model.as_deref()).await?;
@@ -334,9 +345,13 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
             .warnings
             .extend(length_warnings(&summary.requests, info.exact));
         summary.source = Some(info);
+        summary.suspicious = crate::metrics::judge::suspicions(&summary.requests, args.ignore_eos);
         eprintln!("{}", level_line(&label, &summary));
         for w in &summary.client.warnings {
             eprintln!("  warning: {w}");
+        }
+        for w in &summary.suspicious {
+            eprintln!("  suspicious: {w}");
         }
         levels.push(summary);
     }
@@ -371,9 +386,18 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
         eprintln!("wrote {}", path.display());
     }
     if cancel.is_cancelled() {
-        bail!("interrupted; results of finished levels were written");
+        eprintln!("interrupted; results of finished levels were written");
+        return Ok(BenchEnd::Interrupted);
     }
-    Ok(result.levels.iter().all(|l| l.failed == 0))
+    let all_ok = result
+        .levels
+        .iter()
+        .all(|l| l.failed == 0 && l.suspicious.is_empty());
+    Ok(if all_ok {
+        BenchEnd::AllOk
+    } else {
+        BenchEnd::SomeFailed
+    })
 }
 
 /// Write a bench result atomically as pretty JSON.

@@ -75,7 +75,8 @@ pub async fn bench(args: &[&str]) -> (BenchResult, bool) {
     };
     let all_ok = servebench::bench::run(a, CancellationToken::new())
         .await
-        .unwrap();
+        .unwrap()
+        == servebench::bench::BenchEnd::AllOk;
     let bytes = std::fs::read(&out).unwrap();
     (serde_json::from_slice(&bytes).unwrap(), all_ok)
 }
