@@ -273,8 +273,9 @@ fn connect_failure(e: hyper_util::client::legacy::Error) -> Failure {
     Failure::new(class, error_chain(&e))
 }
 
-/// Whether an error means the connection went away (reset, aborted, or closed
-/// before the message was complete) rather than the server speaking badly.
+/// Whether an error means the connection was reset or aborted, rather than
+/// closed cleanly in the middle of an answer (a truncated stream, which the
+/// failure classes call `protocol`).
 fn is_connection_loss(e: &(dyn std::error::Error + 'static)) -> bool {
     use std::io::ErrorKind as K;
     let mut cur = Some(e);
@@ -282,17 +283,8 @@ fn is_connection_loss(e: &(dyn std::error::Error + 'static)) -> bool {
         if let Some(io) = c.downcast_ref::<std::io::Error>() {
             if matches!(
                 io.kind(),
-                K::ConnectionReset
-                    | K::ConnectionAborted
-                    | K::BrokenPipe
-                    | K::NotConnected
-                    | K::UnexpectedEof
+                K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::NotConnected
             ) {
-                return true;
-            }
-        }
-        if let Some(h) = c.downcast_ref::<hyper::Error>() {
-            if h.is_incomplete_message() || h.is_closed() {
                 return true;
             }
         }
