@@ -184,6 +184,11 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
     })
 }
 
+/// Check a bench command line the way `run` does, without sending traffic.
+pub fn check_args(a: &BenchArgs) -> anyhow::Result<()> {
+    resolve(a).map(|_| ())
+}
+
 fn resolve_prompts(a: &BenchArgs) -> anyhow::Result<Prompts> {
     let given = [
         a.prompt_kind.is_some(),
