@@ -30,10 +30,39 @@ const FLAGS: &[&str] = &[
 fn value() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(vec![
-            "1e-300", "5e-20", "1e-19", "0", "-1", "1", "2", "1e9", "1000000000", "4294967296",
-            "18446744073709551615", "18446744073709551616", "NaN", "inf", "-inf", "0.5", "1,,2",
-            ",", "", "0s", "2s", "1e300s", "99999999999999999999.5h", "1.5s", "10m", "poisson",
-            "gamma", "constant", "ttft=1ms", "ttft=", "all", "chat", "completions",
+            "1e-300",
+            "5e-20",
+            "1e-19",
+            "0",
+            "-1",
+            "1",
+            "2",
+            "1e9",
+            "1000000000",
+            "4294967296",
+            "18446744073709551615",
+            "18446744073709551616",
+            "NaN",
+            "inf",
+            "-inf",
+            "0.5",
+            "1,,2",
+            ",",
+            "",
+            "0s",
+            "2s",
+            "1e300s",
+            "99999999999999999999.5h",
+            "1.5s",
+            "10m",
+            "poisson",
+            "gamma",
+            "constant",
+            "ttft=1ms",
+            "ttft=",
+            "all",
+            "chat",
+            "completions",
         ])
         .prop_map(str::to_string),
         "[-0-9.e,a-zA-Z=]{0,14}",
@@ -44,7 +73,10 @@ fn value() -> impl Strategy<Value = String> {
 
 fn command_line() -> impl Strategy<Value = Vec<(String, String)>> {
     prop::collection::vec(
-        (prop::sample::select(FLAGS.to_vec()).prop_map(str::to_string), value()),
+        (
+            prop::sample::select(FLAGS.to_vec()).prop_map(str::to_string),
+            value(),
+        ),
         0..7,
     )
 }

@@ -27,7 +27,10 @@ fn a_data_line_without_end_fails_as_protocol_with_its_size() {
     for req in requests(&r) {
         assert_eq!(class(req), "protocol", "{req}");
         let detail = req["failure"]["detail"].as_str().unwrap();
-        assert!(detail.contains("byte limit") && detail.contains("4194304"), "{detail}");
+        assert!(
+            detail.contains("byte limit") && detail.contains("4194304"),
+            "{detail}"
+        );
     }
 }
 
@@ -45,7 +48,10 @@ fn a_reset_before_the_headers_is_a_connection_failure_after_one_retry() {
         .iter()
         .map(|q| 1 + q["retries"].as_u64().unwrap_or(0))
         .sum();
-    assert_eq!(sent as usize, t.posts.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(
+        sent as usize,
+        t.posts.load(std::sync::atomic::Ordering::SeqCst)
+    );
 }
 
 #[test]
@@ -84,9 +90,15 @@ fn usage_claiming_more_than_max_tokens_is_flagged_and_does_not_inflate_throughpu
     assert_eq!(code, 3, "{err}");
     let l = level(&r);
     let why = l["suspicious"][0].as_str().expect("flagged");
-    assert!(why.contains("usage 80 for max_tokens 16, 16 streamed"), "{why}");
+    assert!(
+        why.contains("usage 80 for max_tokens 16, 16 streamed"),
+        "{why}"
+    );
     let tokens = l["output_throughput_tok_s"].as_f64().unwrap() * l["duration_s"].as_f64().unwrap();
-    assert!((tokens - 4.0 * 16.0).abs() < 1e-6, "throughput counts {tokens} tokens");
+    assert!(
+        (tokens - 4.0 * 16.0).abs() < 1e-6,
+        "throughput counts {tokens} tokens"
+    );
     // The raw record keeps what the server claimed, as evidence.
     assert_eq!(requests(&r)[0]["output_tokens"], 80);
 }
@@ -104,10 +116,15 @@ fn several_tokens_per_chunk_with_usage_only_at_the_end_leave_per_token_itl_out()
     assert_eq!(l["itl_ms"]["count"], 4 * 3);
     let warnings = l["client"]["warnings"].as_array().unwrap();
     assert!(
-        warnings.iter().any(|w| w.as_str().unwrap().contains("per-token ITL leaves out 4 of 4")),
+        warnings.iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains("per-token ITL leaves out 4 of 4")),
         "{warnings:?}"
     );
-    let def = r.as_ref().unwrap()["definitions"]["itl_per_token_ms"].as_str().unwrap();
+    let def = r.as_ref().unwrap()["definitions"]["itl_per_token_ms"]
+        .as_str()
+        .unwrap();
     assert!(def.contains("left out"), "{def}");
     assert!(l.get("suspicious").is_none());
 }
@@ -132,7 +149,14 @@ fn a_server_that_never_answers_is_bounded_by_the_request_timeout() {
     let t = start_torture(Fault::NeverAnswer);
     let (code, err, r) = bench_bin(
         &t.url(),
-        &["--concurrency", "2", "--num-requests", "2", "--request-timeout", "1s"],
+        &[
+            "--concurrency",
+            "2",
+            "--num-requests",
+            "2",
+            "--request-timeout",
+            "1s",
+        ],
     );
     assert_eq!(code, 3, "{err}");
     for req in requests(&r) {
@@ -147,7 +171,15 @@ fn sigterm_and_sigint_exit_130_and_write_the_finished_part() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("r.json");
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
-            .args(["bench", "--url", &t.url(), "--input-len", "8", "--output-len", "4"])
+            .args([
+                "bench",
+                "--url",
+                &t.url(),
+                "--input-len",
+                "8",
+                "--output-len",
+                "4",
+            ])
             .args(["--concurrency", "1", "--num-requests", "1", "--output"])
             .arg(&out)
             .stdin(std::process::Stdio::null())
@@ -174,10 +206,20 @@ fn absurd_rates_and_concurrency_are_refused_before_any_traffic() {
     for rate in ["1e-300", "5e-20", "1e-19"] {
         let (code, err, r) = bench_bin(
             &t.url(),
-            &["--request-rate", rate, "--num-requests", "2", "--duration", "2s"],
+            &[
+                "--request-rate",
+                rate,
+                "--num-requests",
+                "2",
+                "--duration",
+                "2s",
+            ],
         );
         assert_eq!(code, 1, "{err}");
-        assert!(err.contains("--request-rate") && err.contains("at least"), "{err}");
+        assert!(
+            err.contains("--request-rate") && err.contains("at least"),
+            "{err}"
+        );
         assert!(!err.contains("panicked") && r.is_none());
     }
     let (code, err, _) = bench_bin(
@@ -186,7 +228,10 @@ fn absurd_rates_and_concurrency_are_refused_before_any_traffic() {
     );
     if servebench::load::open_file_limit().is_some_and(|l| l < 1_000_000_064) {
         assert_eq!(code, 1, "{err}");
-        assert!(err.contains("--concurrency") && err.contains("ulimit -n"), "{err}");
+        assert!(
+            err.contains("--concurrency") && err.contains("ulimit -n"),
+            "{err}"
+        );
     }
     assert_eq!(t.posts.load(std::sync::atomic::Ordering::SeqCst), 0);
 }

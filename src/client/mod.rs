@@ -216,7 +216,7 @@ impl Endpoint {
                             rec.chunks.len(),
                             error_chain(&e)
                         ),
-                    ))
+                    ));
                 }
                 Some(Ok(frame)) => {
                     let Some(data) = frame.data_ref() else {

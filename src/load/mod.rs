@@ -17,7 +17,7 @@ pub fn open_file_limit() -> Option<u64> {
     };
     // SAFETY: getrlimit only writes the struct it is given.
     let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) };
-    (rc == 0 && rl.rlim_cur != libc::RLIM_INFINITY).then_some(rl.rlim_cur as u64)
+    (rc == 0 && rl.rlim_cur != libc::RLIM_INFINITY).then_some(rl.rlim_cur)
 }
 
 /// Refuse a concurrency that needs more sockets than the open-file limit
@@ -48,7 +48,10 @@ mod tests {
     #[test]
     fn concurrency_beyond_the_file_limit_names_the_number_and_the_fix() {
         let e = check_concurrency_against(1_000_000_000, Some(1024)).unwrap_err();
-        assert!(e.contains("1000000064") && e.contains("ulimit -n") && e.contains("960"), "{e}");
+        assert!(
+            e.contains("1000000064") && e.contains("ulimit -n") && e.contains("960"),
+            "{e}"
+        );
         assert!(check_concurrency_against(960, Some(1024)).is_ok());
         assert!(check_concurrency_against(u64::MAX, None).is_ok());
     }

@@ -87,7 +87,7 @@ pub fn check_rate_within(rate: f64, duration: Option<Duration>) -> Result<(), St
         Some(d) => (d.as_secs_f64(), format!("the duration of {:?}", d)),
         None => (MAX_MEAN_GAP_S, "one day".to_string()),
     };
-    if !(gap <= bound) {
+    if gap > bound {
         let min_rate = 1.0 / bound;
         return Err(format!(
             "rate {rate}/s puts {gap:.3e} s between arrivals, beyond {what}; use a rate of at least {min_rate:.3e}/s or a longer duration"
@@ -233,7 +233,9 @@ mod tests {
         }
         assert!(check_rate_within(0.5, two).is_ok());
         assert!(check_rate_within(1e-3, None).is_ok());
-        assert!(check_rate_within(1e-6, None).unwrap_err().contains("one day"));
+        assert!(check_rate_within(1e-6, None)
+            .unwrap_err()
+            .contains("one day"));
         assert!(check_rate_within(1.0, Some(Duration::ZERO)).is_err());
     }
 }

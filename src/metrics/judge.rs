@@ -90,9 +90,16 @@ mod tests {
     #[test]
     fn usage_above_max_tokens_or_above_the_stream_is_flagged_with_counts() {
         let s = suspicions(&[rec(&[1; 16], 80, 16, false)], true);
-        assert!(s.iter().any(|m| m.contains("usage 80 for max_tokens 16, 16 streamed")), "{s:?}");
+        assert!(
+            s.iter()
+                .any(|m| m.contains("usage 80 for max_tokens 16, 16 streamed")),
+            "{s:?}"
+        );
         let s = suspicions(&[rec(&[2; 4], 12, 16, true)], false);
-        assert!(s.iter().any(|m| m.contains("usage 12, 8 streamed")), "{s:?}");
+        assert!(
+            s.iter().any(|m| m.contains("usage 12, 8 streamed")),
+            "{s:?}"
+        );
         // Several tokens per chunk with the count only at the end is honest.
         assert!(suspicions(&[rec(&[1; 4], 16, 16, false)], true).is_empty());
     }
