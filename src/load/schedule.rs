@@ -84,13 +84,16 @@ pub fn check_rate_within(rate: f64, duration: Option<Duration>) -> Result<(), St
     }
     let gap = 1.0 / rate;
     let (bound, what) = match duration {
-        Some(d) => (d.as_secs_f64(), format!("the duration of {:?}", d)),
-        None => (MAX_MEAN_GAP_S, "one day".to_string()),
+        Some(d) => (d.as_secs_f64(), format!("the duration of {d:?}")),
+        None => (
+            MAX_MEAN_GAP_S,
+            "one day (the bound without a duration)".to_string(),
+        ),
     };
     if gap > bound {
         let min_rate = 1.0 / bound;
         return Err(format!(
-            "rate {rate}/s puts {gap:.3e} s between arrivals, beyond {what}; use a rate of at least {min_rate:.3e}/s or a longer duration"
+            "rate {rate:e}/s puts {gap:.3e} s between arrivals, beyond {what}; use a rate of at least {min_rate:.3e}/s or a longer duration"
         ));
     }
     Ok(())
