@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use servebench::cli::{Cli, Command};
 
 /// Cases run; reported by the test so a reader sees the corpus size.
-const CASES: u32 = 2000;
+const CASES: u32 = 5000;
 
 const FLAGS: &[&str] = &[
     "--request-rate",
@@ -71,14 +71,58 @@ fn value() -> impl Strategy<Value = String> {
     ]
 }
 
+/// A value for `flag`: mostly one of its own type (so resolution, not the
+/// parser, gets to judge it), sometimes anything.
+fn value_for(flag: &'static str) -> BoxedStrategy<(String, String)> {
+    let typed: BoxedStrategy<String> = match flag {
+        "--api" => prop::sample::select(vec!["chat", "completions"])
+            .prop_map(str::to_string)
+            .boxed(),
+        "--arrival" => prop::sample::select(vec!["poisson", "constant", "gamma"])
+            .prop_map(str::to_string)
+            .boxed(),
+        "--num-requests" | "--input-len" | "--output-len" | "--warmup" | "--shared-prefix"
+        | "--seed" | "--max-concurrency" => prop_oneof![
+            (0u64..100).prop_map(|v| v.to_string()),
+            any::<u64>().prop_map(|v| v.to_string()),
+            any::<u32>().prop_map(|v| v.to_string()),
+        ]
+        .boxed(),
+        "--burstiness" => prop_oneof![
+            any::<f64>().prop_map(|v| v.to_string()),
+            (0.0f64..4.0).prop_map(|v| v.to_string()),
+        ]
+        .boxed(),
+        _ => value().boxed(),
+    };
+    prop_oneof![4 => typed, 1 => value()]
+        .prop_map(move |v| (flag.to_string(), v))
+        .boxed()
+}
+
+/// Flags with values, each flag at most once (clap refuses repeats, which
+/// would hide resolution behind the parser), usually with a load and a
+/// bound, so most cases reach resolution.
 fn command_line() -> impl Strategy<Value = Vec<(String, String)>> {
-    prop::collection::vec(
-        (
-            prop::sample::select(FLAGS.to_vec()).prop_map(str::to_string),
-            value(),
-        ),
-        0..7,
-    )
+    let flags = prop::sample::subsequence(FLAGS.to_vec(), 0..6);
+    let plain = flags.prop_flat_map(|fs| fs.into_iter().map(value_for).collect::<Vec<_>>());
+    let load = prop_oneof![
+        1 => Just(None),
+        4 => value_for("--concurrency").prop_map(Some),
+        4 => value_for("--request-rate").prop_map(Some),
+    ];
+    let bound = prop_oneof![
+        1 => Just(None),
+        4 => value_for("--num-requests").prop_map(Some),
+        2 => value_for("--duration").prop_map(Some),
+    ];
+    (plain, load, bound).prop_map(|(pairs, load, bound)| {
+        let mut m: std::collections::BTreeMap<String, String> = pairs.into_iter().collect();
+        for (f, v) in load.into_iter().chain(bound) {
+            m.entry(f).or_insert(v);
+        }
+        m.into_iter().collect()
+    })
 }
 
 proptest! {
