@@ -235,3 +235,22 @@ fn absurd_rates_and_concurrency_are_refused_before_any_traffic() {
     }
     assert_eq!(t.posts.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
+
+#[test]
+fn campaign_plan_refuses_the_same_rates_and_concurrency_with_their_location() {
+    let base = include_str!("../examples/quickstart.toml")
+        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = vec![("rate = [1e-300]", "rate 1e-300/s")];
+    if servebench::load::open_file_limit().is_some_and(|l| l < 1_000_000_064) {
+        cases.push(("concurrency = 1000000000", "ulimit -n"));
+    }
+    for (load, expect) in cases {
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, base.replacen("concurrency = [1, 8]", load, 1)).unwrap();
+        let (code, _, err) = common::run(&["plan", path.to_str().unwrap()]);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("c.toml:") && err.contains(expect), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
