@@ -127,6 +127,28 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
         .map(parse_duration)
         .transpose()
         .map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
+    if duration == Some(Duration::ZERO) {
+        bail!("--duration must be longer than zero, e.g. 30s");
+    }
+    for shape in &shapes {
+        match shape {
+            LoadShape::Concurrency { value } => {
+                crate::load::check_concurrency(u64::from(*value))
+                    .map_err(|e| anyhow::anyhow!("--concurrency: {e}"))?;
+            }
+            LoadShape::Rate { value, .. } => {
+                crate::load::schedule::check_rate_within(*value, duration)
+                    .map_err(|e| anyhow::anyhow!("--request-rate: {e}"))?;
+            }
+        }
+    }
+    if let Some(cap) = a.max_concurrency {
+        if cap == 0 {
+            bail!("--max-concurrency must be at least 1");
+        }
+        crate::load::check_concurrency(u64::from(cap))
+            .map_err(|e| anyhow::anyhow!("--max-concurrency: {e}"))?;
+    }
     let stop = StopCondition {
         max_requests: a.num_requests,
         max_duration: duration,
@@ -160,6 +182,11 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
         slos,
         request_timeout,
     })
+}
+
+/// Check a bench command line the way `run` does, without sending traffic.
+pub fn check_args(a: &BenchArgs) -> anyhow::Result<()> {
+    resolve(a).map(|_| ())
 }
 
 fn resolve_prompts(a: &BenchArgs) -> anyhow::Result<Prompts> {
@@ -242,8 +269,19 @@ fn level_stop(r: &Resolved, shape: &LoadShape) -> StopCondition {
     }
 }
 
-/// Run `servebench bench`; returns whether every request succeeded.
-pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<bool> {
+/// How a bench run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchEnd {
+    /// Every request completed and every level's numbers are believable.
+    AllOk,
+    /// Some request failed or some level was judged suspicious.
+    SomeFailed,
+    /// A signal stopped the run; finished levels were written.
+    Interrupted,
+}
+
+/// Run `servebench bench`; says whether every request succeeded believably.
+pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<BenchEnd> {
     let r = resolve(&args)?;
     let key = crate::util::secret::api_key(args.api_key.as_deref(), args.api_key_env.as_deref())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -269,7 +307,7 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
             seed: args.seed.wrapping_add(i as u64),
             prompts: r.prompts.clone(),
             tokenizer: args.tokenizer.clone(),
-            count: stop.max_requests.map(|n| n + args.warmup),
+            count: stop.max_requests.map(|n| n.saturating_add(args.warmup)),
             probe_timeout: r.request_timeout.min(std::time::Duration::from_secs(60)),
         };
         let built = std::time::Instant::now();
@@ -314,9 +352,13 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
             .warnings
             .extend(length_warnings(&summary.requests, info.exact));
         summary.source = Some(info);
+        summary.suspicious = crate::metrics::judge::suspicions(&summary.requests, args.ignore_eos);
         eprintln!("{}", level_line(&label, &summary));
         for w in &summary.client.warnings {
             eprintln!("  warning: {w}");
+        }
+        for w in &summary.suspicious {
+            eprintln!("  suspicious: {w}");
         }
         levels.push(summary);
     }
@@ -351,9 +393,18 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<b
         eprintln!("wrote {}", path.display());
     }
     if cancel.is_cancelled() {
-        bail!("interrupted; results of finished levels were written");
+        eprintln!("interrupted; results of finished levels were written");
+        return Ok(BenchEnd::Interrupted);
     }
-    Ok(result.levels.iter().all(|l| l.failed == 0))
+    let all_ok = result
+        .levels
+        .iter()
+        .all(|l| l.failed == 0 && l.suspicious.is_empty());
+    Ok(if all_ok {
+        BenchEnd::AllOk
+    } else {
+        BenchEnd::SomeFailed
+    })
 }
 
 /// Write a bench result atomically as pretty JSON.

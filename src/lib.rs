@@ -58,14 +58,11 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Init(args) => run_init(args),
         cli::Command::Plan(args) => run_plan(args),
         cli::Command::Run(args) => run_run(args, cancel).await,
-        cli::Command::Bench(args) => {
-            let all_ok = bench::run(args, cancel).await?;
-            Ok(if all_ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_SOME_FAILED)
-            })
-        }
+        cli::Command::Bench(args) => Ok(match bench::run(args, cancel).await? {
+            bench::BenchEnd::AllOk => ExitCode::SUCCESS,
+            bench::BenchEnd::SomeFailed => ExitCode::from(EXIT_SOME_FAILED),
+            bench::BenchEnd::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
+        }),
         cli::Command::Sim(args) => run_sim(args, cancel).await,
         cli::Command::Memory(args) => run_memory(args),
         cli::Command::Logs(args) => run_logs(args),

@@ -896,6 +896,18 @@ fn expand_workloads(
                     .as_secs_f64(),
             ),
         };
+        for load in &loads {
+            let checked = match load {
+                LoadShape::Concurrency { value } => {
+                    crate::load::check_concurrency(u64::from(*value))
+                }
+                LoadShape::Rate { value, .. } => crate::load::schedule::check_rate_within(
+                    *value,
+                    duration_s.map(std::time::Duration::from_secs_f64),
+                ),
+            };
+            checked.map_err(|e| src.error(&w.name, format!("workload `{name}`: {e}")))?;
+        }
         if w.num_requests.is_none() && duration_s.is_none() {
             return Err(src.error(
                 &w.name,

@@ -128,7 +128,8 @@ impl Endpoint {
                 *req.uri_mut() = uri.clone();
                 req
             };
-            let (resp, _) = self.send(make).await.map_err(connect_failure)?;
+            let (resp, _) = self.send(make).await;
+            let resp = resp.map_err(connect_failure)?;
             let status = resp.status().as_u16();
             let body = resp
                 .into_body()
@@ -150,12 +151,15 @@ impl Endpoint {
     /// Send a request built by `make`, and send it once more when a kept-alive
     /// connection turns out to have been closed by the server just as it was
     /// reused (llama.cpp closes after a fixed number of requests): nothing was
-    /// answered, so a fresh connection is safe. Returns the retries made.
+    /// answered, so a fresh connection is safe. Returns the outcome and the
+    /// retries made, whether or not the retry succeeded.
     async fn send(
         &self,
         make: impl Fn() -> Request<Full<Bytes>>,
-    ) -> Result<(hyper::Response<hyper::body::Incoming>, u32), hyper_util::client::legacy::Error>
-    {
+    ) -> (
+        Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error>,
+        u32,
+    ) {
         let make = || {
             let mut req = make();
             if let Some(a) = &self.auth {
@@ -164,9 +168,9 @@ impl Endpoint {
             req
         };
         match self.client.request(make()).await {
-            Ok(r) => Ok((r, 0)),
-            Err(e) if !e.is_connect() => self.client.request(make()).await.map(|r| (r, 1)),
-            Err(e) => Err(e),
+            Ok(r) => (Ok(r), 0),
+            Err(e) if !e.is_connect() => (self.client.request(make()).await, 1),
+            Err(e) => (Err(e), 0),
         }
     }
 
@@ -184,13 +188,16 @@ impl Endpoint {
     ) -> RequestRecord {
         let sent = Instant::now();
         let mut rec = RequestRecord::new(ms_between(epoch, scheduled), ms_between(epoch, sent));
-        let deadline = tokio::time::Instant::from_std(sent + timeout);
-        let outcome = match tokio::time::timeout_at(
-            deadline,
-            self.stream_inner(body, sent, capture_text, &mut rec),
-        )
-        .await
-        {
+        // A limit too long for the clock to hold is no limit.
+        let deadline = sent
+            .checked_add(timeout)
+            .map(tokio::time::Instant::from_std);
+        let inner = self.stream_inner(body, sent, capture_text, &mut rec);
+        let limited = match deadline {
+            Some(d) => tokio::time::timeout_at(d, inner).await,
+            None => Ok(inner.await),
+        };
+        let outcome = match limited {
             Ok(o) => o,
             Err(_) => Outcome::Failed(Failure::new(
                 FailureClass::Timeout,
@@ -212,14 +219,12 @@ impl Endpoint {
         capture_text: bool,
         rec: &mut RequestRecord,
     ) -> Outcome {
-        let resp = match self
+        let (resp, retries) = self
             .send(|| json_request(self.uri.clone(), body.clone()))
-            .await
-        {
-            Ok((r, retries)) => {
-                rec.retries += retries;
-                r
-            }
+            .await;
+        rec.retries += retries;
+        let resp = match resp {
+            Ok(r) => r,
             Err(e) => return Outcome::Failed(connect_failure(e)),
         };
         let status = resp.status();
@@ -248,14 +253,19 @@ impl Endpoint {
             match body.frame().await {
                 None => break,
                 Some(Err(e)) => {
+                    let class = if is_connection_loss(&e) {
+                        FailureClass::Connection
+                    } else {
+                        FailureClass::Protocol
+                    };
                     return Outcome::Failed(Failure::new(
-                        FailureClass::Protocol,
+                        class,
                         format!(
                             "stream broken after {} content chunks: {}",
                             rec.chunks.len(),
                             error_chain(&e)
                         ),
-                    ))
+                    ));
                 }
                 Some(Ok(frame)) => {
                     let Some(data) = frame.data_ref() else {
@@ -263,7 +273,7 @@ impl Endpoint {
                     };
                     let at = ms_between(sent, Instant::now());
                     let mut bad: Option<Failure> = None;
-                    parser.feed(data, |event| {
+                    let fed = parser.feed(data, |event| {
                         if bad.is_some() || state.done {
                             return;
                         }
@@ -273,6 +283,17 @@ impl Endpoint {
                             Err(f) => bad = Some(f),
                         }
                     });
+                    if let Err(big) = fed {
+                        return Outcome::Failed(Failure::new(
+                            FailureClass::Protocol,
+                            format!(
+                                "an SSE line or event grew to {} bytes without ending, over the {} byte limit, after {} content chunks",
+                                big.bytes,
+                                sse::MAX_EVENT_BYTES,
+                                rec.chunks.len()
+                            ),
+                        ));
+                    }
                     if let Some(f) = bad {
                         return Outcome::Failed(f);
                     }
@@ -293,12 +314,32 @@ fn json_request(uri: Uri, body: Bytes) -> Request<Full<Bytes>> {
 }
 
 fn connect_failure(e: hyper_util::client::legacy::Error) -> Failure {
-    let class = if e.is_connect() {
+    let class = if e.is_connect() || is_connection_loss(&e) {
         FailureClass::Connection
     } else {
         FailureClass::Protocol
     };
     Failure::new(class, error_chain(&e))
+}
+
+/// Whether an error means the connection was reset or aborted, rather than
+/// closed cleanly in the middle of an answer (a truncated stream, which the
+/// failure classes call `protocol`).
+fn is_connection_loss(e: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind as K;
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::NotConnected
+            ) {
+                return true;
+            }
+        }
+        cur = c.source();
+    }
+    false
 }
 
 /// Render an error with all its causes, as `outer: inner: root`.

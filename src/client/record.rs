@@ -138,6 +138,20 @@ impl RequestRecord {
         self.status == Status::Ok
     }
 
+    /// Output tokens that statistics may count: the reported count, but never
+    /// more than was asked for (a usage above `max_tokens` is not believable).
+    pub fn credible_output_tokens(&self) -> Option<u64> {
+        let o = self.output_tokens?;
+        Some(self.requested_output_tokens.map_or(o, |q| o.min(q)))
+    }
+
+    /// Whether the chunks' token counts are unknown and cannot be right: no
+    /// per-chunk counts from the server, and a total the chunks do not add up to.
+    pub fn chunk_tokens_unknown(&self) -> bool {
+        let carried: u64 = self.chunks.iter().map(|c| u64::from(c.1)).sum();
+        !self.tokens_per_chunk_from_server && self.output_tokens.is_some_and(|o| o != carried)
+    }
+
     /// Dispatch lag: how late the request left against its schedule, ms.
     pub fn dispatch_lag_ms(&self) -> f64 {
         (self.sent_ms - self.scheduled_ms).max(0.0)

@@ -239,7 +239,7 @@ pub async fn run_level<E: Executor>(
             } => max_concurrency.unwrap_or(u32::MAX),
         }
         .max(1)
-        .min(plan.warmup as u32);
+        .min(u32::try_from(plan.warmup).unwrap_or(u32::MAX));
         let warm = closed_loop(
             width,
             StopCondition {
@@ -316,11 +316,17 @@ async fn closed_loop<E: Executor>(
     cancel: CancellationToken,
 ) -> Vec<RequestRecord> {
     let epoch = Instant::now();
-    let deadline = stop.max_duration.map(|d| epoch + d);
+    // A duration too long to add to the clock is no bound at all.
+    let deadline = stop.max_duration.and_then(|d| epoch.checked_add(d));
     let limit = stop
         .max_requests
-        .map(|n| first_index + n)
+        .map(|n| first_index.saturating_add(n))
         .unwrap_or(u64::MAX);
+    // A user with nothing left to send would only cost memory (a billion
+    // users for two requests is a billion tasks).
+    let users = stop
+        .max_requests
+        .map_or(u64::from(users), |n| n.min(u64::from(users))) as u32;
     let counter = Arc::new(std::sync::atomic::AtomicU64::new(first_index));
     let mut workers = JoinSet::new();
     for _ in 0..users {
@@ -341,7 +347,7 @@ async fn closed_loop<E: Executor>(
                 if idx >= limit {
                     break;
                 }
-                                let Some(work) = take_work(&source, idx) else {
+                let Some(work) = take_work(&source, idx) else {
                     break;
                 };
                 let scheduled = Instant::now();
@@ -380,7 +386,7 @@ async fn open_loop<E: Executor>(
     cancel: CancellationToken,
 ) -> Vec<RequestRecord> {
     let epoch = Instant::now();
-    let deadline = stop.max_duration.map(|d| epoch + d);
+    let deadline = stop.max_duration.and_then(|d| epoch.checked_add(d));
     let limit = stop.max_requests.unwrap_or(u64::MAX);
     let slots = max_concurrency.map(|n| Arc::new(tokio::sync::Semaphore::new(n.max(1) as usize)));
     let mut tasks = JoinSet::new();
@@ -390,7 +396,10 @@ async fn open_loop<E: Executor>(
         if n >= limit {
             break;
         }
-        let scheduled = epoch + offset;
+        // An arrival past the clock's range never comes: the level ends.
+        let Some(scheduled) = epoch.checked_add(offset) else {
+            break;
+        };
         if deadline.is_some_and(|d| scheduled >= d) {
             break;
         }
@@ -411,7 +420,7 @@ async fn open_loop<E: Executor>(
             },
             None => None,
         };
-        let Some(work) = take_work(&source, first_index + n) else {
+        let Some(work) = take_work(&source, first_index.saturating_add(n)) else {
             break;
         };
         let (executor, live) = (executor.clone(), live.clone());
@@ -432,7 +441,7 @@ async fn open_loop<E: Executor>(
     }
     loop {
         tokio::select! {
-                        r = tasks.join_next() => match r {
+            r = tasks.join_next() => match r {
                 Some(Ok(recs)) => all.extend(recs),
                 Some(Err(_)) => {}
                 None => break,
@@ -597,6 +606,47 @@ mod tests {
         .await
         .unwrap_err();
         assert!(err.contains("request count or a duration"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tiny_rates_and_endless_durations_end_without_panicking() {
+        for rate in [1e-300, 5e-20, 1e-19] {
+            for max_duration in [Some(Duration::from_secs(2)), None, Some(Duration::MAX)] {
+                let shape = LoadShape::Rate {
+                    value: rate,
+                    arrival: Arrival::Constant,
+                    burstiness: 1.0,
+                    max_concurrency: None,
+                };
+                let stop = StopCondition {
+                    max_requests: Some(2),
+                    max_duration,
+                };
+                let run = level(shape, stop, 0).await;
+                // The first arrival is at zero; the second lies past the clock's range.
+                assert_eq!(run.records.len(), 1, "rate {rate} {max_duration:?}");
+            }
+        }
+        let stop = StopCondition {
+            max_requests: Some(3),
+            max_duration: Some(Duration::MAX),
+        };
+        let run = level(LoadShape::Concurrency { value: 2 }, stop, 0).await;
+        assert_eq!(run.records.len(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn workers_never_outnumber_the_requests() {
+        // One task per user would be four billion tasks for two requests.
+        let stop = StopCondition {
+            max_requests: Some(2),
+            max_duration: None,
+        };
+        let run = level(LoadShape::Concurrency { value: u32::MAX }, stop, 0).await;
+        assert_eq!(run.records.len(), 2);
+        // Warm-up is capped the same way.
+        let run = level(LoadShape::Concurrency { value: u32::MAX }, stop, 3).await;
+        assert_eq!((run.records.len(), run.warmup_sent), (2, 3));
     }
 
     impl RequestRecord {

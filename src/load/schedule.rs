@@ -69,6 +69,36 @@ impl std::fmt::Display for LoadShape {
     }
 }
 
+/// Longest mean gap between arrivals accepted when a level has no duration, s.
+pub const MAX_MEAN_GAP_S: f64 = 86_400.0;
+
+/// Refuse a rate whose next arrival after the first lies beyond the level's
+/// bound (`duration`, else [`MAX_MEAN_GAP_S`]): such a level would send one
+/// request and then wait, possibly for longer than the universe has existed.
+pub fn check_rate_within(rate: f64, duration: Option<Duration>) -> Result<(), String> {
+    if !(rate > 0.0 && rate.is_finite()) {
+        return Err(format!("rate `{rate}` must be a positive number"));
+    }
+    if duration == Some(Duration::ZERO) {
+        return Err("a duration of zero sends nothing; give a longer duration".into());
+    }
+    let gap = 1.0 / rate;
+    let (bound, what) = match duration {
+        Some(d) => (d.as_secs_f64(), format!("the duration of {d:?}")),
+        None => (
+            MAX_MEAN_GAP_S,
+            "one day (the bound without a duration)".to_string(),
+        ),
+    };
+    if gap > bound {
+        let min_rate = 1.0 / bound;
+        return Err(format!(
+            "rate {rate:e}/s puts {gap:.3e} s between arrivals, beyond {what}; use a rate of at least {min_rate:.3e}/s or a longer duration"
+        ));
+    }
+    Ok(())
+}
+
 /// An endless, seeded sequence of arrival offsets from the level start.
 pub struct ArrivalClock {
     rng: StdRng,
@@ -116,13 +146,15 @@ impl Iterator for ArrivalClock {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
-        let at = self.next;
+        // An offset past what a Duration holds can never be waited for: the
+        // schedule ends there instead of panicking on a tiny rate.
+        let at = Duration::try_from_secs_f64(self.next).ok()?;
         let gap = match &self.gamma {
             Some(g) => g.sample(&mut self.rng),
             None => 1.0 / self.rate,
         };
         self.next += gap;
-        Some(Duration::from_secs_f64(at))
+        Some(at)
     }
 }
 
@@ -178,5 +210,35 @@ mod tests {
         assert_eq!(a, b);
         assert!(ArrivalClock::new(0.0, Arrival::Poisson, 1.0, 1).is_err());
         assert!(ArrivalClock::new(1.0, Arrival::Gamma, 0.0, 1).is_err());
+    }
+
+    #[test]
+    fn tiny_rates_end_the_schedule_instead_of_panicking() {
+        for rate in [1e-300, 5e-20, 1e-19, f64::MIN_POSITIVE] {
+            for arrival in [Arrival::Poisson, Arrival::Constant, Arrival::Gamma] {
+                // Poisson and gamma may refuse a scale that is not finite; either is fine.
+                let Ok(c) = ArrivalClock::new(rate, arrival, 1.0, 3) else {
+                    continue;
+                };
+                let t: Vec<Duration> = c.take(3).collect();
+                assert_eq!(t.first(), Some(&Duration::ZERO), "{rate} {arrival:?}");
+                assert!(t.windows(2).all(|w| w[0] <= w[1]));
+            }
+        }
+    }
+
+    #[test]
+    fn rates_beyond_the_bound_are_refused_with_the_fix() {
+        let two = Some(Duration::from_secs(2));
+        for rate in [1e-300, 5e-20, 1e-19, 0.1] {
+            let e = check_rate_within(rate, two).unwrap_err();
+            assert!(e.contains("at least 5.000e-1/s"), "{e}");
+        }
+        assert!(check_rate_within(0.5, two).is_ok());
+        assert!(check_rate_within(1e-3, None).is_ok());
+        assert!(check_rate_within(1e-6, None)
+            .unwrap_err()
+            .contains("one day"));
+        assert!(check_rate_within(1.0, Some(Duration::ZERO)).is_err());
     }
 }

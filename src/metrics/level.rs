@@ -81,6 +81,10 @@ pub struct LevelSummary {
     /// How the prompts were built and counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::load::workloads::SourceInfo>,
+    /// Reasons the completed requests' numbers are not believable (see
+    /// `metrics::judge`); empty when they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspicious: Vec<String>,
     /// Every measured request's raw record.
     pub requests: Vec<RequestRecord>,
 }
@@ -104,7 +108,7 @@ pub fn summarize(
             .unwrap_or("unknown");
         *failures_by_class.entry(class.to_string()).or_insert(0) += 1;
     }
-    let out_tokens: u64 = ok.iter().filter_map(|r| r.output_tokens).sum();
+    let out_tokens: u64 = ok.iter().filter_map(|r| r.credible_output_tokens()).sum();
     let in_tokens: u64 = ok
         .iter()
         .filter_map(|r| r.input_tokens.or(r.planned_input_tokens))
@@ -127,6 +131,16 @@ pub fn summarize(
                 l.p99
             ));
         }
+    }
+    let unknown: Vec<&&RequestRecord> = ok.iter().filter(|r| r.chunk_tokens_unknown()).collect();
+    if let Some(r) = unknown.first() {
+        warnings.push(format!(
+            "per-token ITL leaves out {} of {} completed requests: the server sent no per-chunk token counts and its usage ({} tokens) differs from the {} chunks streamed",
+            unknown.len(),
+            ok.len(),
+            r.output_tokens.unwrap_or(0),
+            r.chunks.len()
+        ));
     }
     if client_threads > 0 && cores_used > CPU_WARN_SHARE * client_threads as f64 {
         warnings.push(format!(
@@ -169,6 +183,7 @@ pub fn summarize(
             warnings,
         },
         source: None,
+        suspicious: Vec::new(),
         requests: records,
     }
 }

@@ -19,6 +19,7 @@
 //! Percentiles interpolate linearly between closest ranks.
 
 pub mod goodput;
+pub mod judge;
 pub mod level;
 pub mod live;
 pub mod stats;
@@ -30,13 +31,13 @@ pub fn definitions() -> Vec<(&'static str, &'static str)> {
         ("e2e_ms", "End-to-end latency: from sending the request to the last byte of the response, in ms."),
         ("tpot_ms", "Time per output token: (E2E - TTFT) / (output tokens - 1), per request with at least 2 output tokens, in ms."),
         ("itl_ms", "Inter-chunk latency: gaps between consecutive content chunks of a request, pooled over requests, in ms."),
-        ("itl_per_token_ms", "Inter-token latency: each chunk gap divided by the number of tokens in that chunk, counted once per token, in ms."),
+        ("itl_per_token_ms", "Inter-token latency: each chunk gap divided by the number of tokens in that chunk, counted once per token, in ms. Requests whose per-chunk token counts are unknown (no continuous usage) and whose chunk count differs from their output tokens are left out, with a warning."),
         ("decode_tok_s", "Per-request decode speed: (output tokens - 1) / (E2E - TTFT), in tokens/s."),
         ("output_throughput_tok_s", "Output tokens of completed requests divided by the level's wall time (first dispatch to last completion), in tokens/s."),
         ("total_throughput_tok_s", "Input plus output tokens of completed requests divided by the level's wall time, in tokens/s."),
         ("request_throughput_rps", "Completed requests divided by the level's wall time, in requests/s."),
         ("goodput", "Completed requests meeting every SLO bound (TTFT, TPOT, E2E): their share of all requests and their rate per second."),
         ("dispatch_lag_ms", "How late the client sent each request against its schedule, in ms; large values mean the client, not the server, limited the load."),
-        ("output_tokens", "Output tokens as reported by the server's usage; counted from chunks only when the server reports none."),
+        ("output_tokens", "Output tokens as reported by the server's usage; counted from chunks only when the server reports none. Throughput, TPOT and decode speed count at most max_tokens per request, so a usage that claims more cannot inflate them."),
     ]
 }

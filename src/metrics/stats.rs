@@ -66,13 +66,13 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Per-request TPOT in ms, when the request has at least two output tokens.
 pub fn tpot_ms(r: &RequestRecord) -> Option<f64> {
-    let (ttft, e2e, out) = (r.ttft_ms?, r.e2e_ms?, r.output_tokens?);
+    let (ttft, e2e, out) = (r.ttft_ms?, r.e2e_ms?, r.credible_output_tokens()?);
     (out >= 2).then(|| (e2e - ttft) / (out - 1) as f64)
 }
 
 /// Per-request decode speed in tokens/s, when defined.
 pub fn decode_tok_s(r: &RequestRecord) -> Option<f64> {
-    let (ttft, e2e, out) = (r.ttft_ms?, r.e2e_ms?, r.output_tokens?);
+    let (ttft, e2e, out) = (r.ttft_ms?, r.e2e_ms?, r.credible_output_tokens()?);
     let span = e2e - ttft;
     (out >= 2 && span > 0.0).then(|| (out - 1) as f64 / (span / 1000.0))
 }
@@ -109,9 +109,15 @@ pub fn latency_stats<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -
         e2e.extend(r.e2e_ms);
         tpot.extend(tpot_ms(r));
         dec.extend(decode_tok_s(r));
+        // Spreading a gap over tokens it may not have carried would give a
+        // wrong per-token number; such requests are left out (and warned of).
+        let per_token_known = !r.chunk_tokens_unknown();
         for w in r.chunks.windows(2) {
             let gap = w[1].0 - w[0].0;
             itl.push(gap);
+            if !per_token_known {
+                continue;
+            }
             let k = w[1].1.max(1);
             let per = gap / k as f64;
             itl_tok.extend(std::iter::repeat_n(per, k as usize));
@@ -167,6 +173,21 @@ mod tests {
         // TPOT = (140 - 50) / (10 - 1) = 10 ms; decode speed = 9 / 0.09 s = 100 tok/s.
         assert!((s.tpot_ms.unwrap().p50 - 10.0).abs() < 1e-9);
         assert!((s.decode_tok_s.unwrap().p50 - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn unknown_chunk_counts_leave_per_token_itl_out_and_lying_usage_is_capped() {
+        // 16 tokens in 4 chunks, the count known only from the final usage.
+        let mut r = rec(10.0, &[(3.0, 1), (3.0, 1), (3.0, 1)], 16);
+        let s = latency_stats([&r]);
+        assert!(s.itl_per_token_ms.is_none());
+        assert_eq!(s.itl_ms.unwrap().count, 3);
+        // A usage above max_tokens counts as max_tokens in TPOT.
+        r.output_tokens = Some(80);
+        r.requested_output_tokens = Some(4);
+        r.tokens_per_chunk_from_server = true;
+        // (19 - 10) / (4 - 1) = 3 ms, not 9 / 79.
+        assert!((latency_stats([&r]).tpot_ms.unwrap().p50 - 3.0).abs() < 1e-9);
     }
 
     #[test]

@@ -490,7 +490,8 @@ async fn run_group(
                     );
                     tel.gpus = gpus;
                     tel.gpu_note = gpu_note;
-                    let (mut status, mut failure, warnings) = judge(&summary, g);
+                    let (mut status, mut failure, warnings) =
+                        judge(&summary, g, cell.workload.ignore_eos);
                     r.warnings.extend(warnings);
                     if g.server.speculative.is_some()
                         && tel.spec_suspicious()
@@ -593,7 +594,11 @@ fn print_cell_line(r: &CellResult) {
 }
 
 /// Decide a measured cell's status from its summary.
-fn judge(s: &LevelSummary, g: &ServerGroup) -> (CellStatus, Option<Failure>, Vec<String>) {
+fn judge(
+    s: &LevelSummary,
+    g: &ServerGroup,
+    ignore_eos: bool,
+) -> (CellStatus, Option<Failure>, Vec<String>) {
     let mut warnings = s.client.warnings.clone();
     if s.completed == 0 {
         let (class, n) = s
@@ -614,24 +619,7 @@ fn judge(s: &LevelSummary, g: &ServerGroup) -> (CellStatus, Option<Failure>, Vec
         );
         return (CellStatus::Failed, Some(f), warnings);
     }
-    let short: Vec<&crate::client::record::RequestRecord> = s
-        .requests
-        .iter()
-        .filter(|r| r.is_ok())
-        .filter(
-            |r| matches!((r.output_tokens, r.requested_output_tokens), (Some(o), Some(q)) if o < q),
-        )
-        .collect();
-    let mut suspicious = Vec::new();
-    if !short.is_empty() {
-        suspicious.push(format!(
-            "{} of {} completed requests returned fewer output tokens than asked (e.g. {} of {})",
-            short.len(),
-            s.completed,
-            short[0].output_tokens.unwrap_or(0),
-            short[0].requested_output_tokens.unwrap_or(0)
-        ));
-    }
+    let mut suspicious = crate::metrics::judge::suspicions(&s.requests, ignore_eos);
     if g.server.speculative.is_some() {
         if let (Some(d), Some(0)) = (s.draft_tokens, s.accepted_draft_tokens) {
             if d > 0 {

@@ -35,7 +35,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             if !(v >= 0.0 && v.is_finite()) {
                 return Err(format!("duration `{t}` must be a non-negative number"));
             }
-            return Ok(Duration::from_secs_f64(v * scale));
+            return Duration::try_from_secs_f64(v * scale)
+                .map_err(|_| format!("duration `{t}` is too long"));
         }
     }
     humantime::parse_duration(t).map_err(|e| format!("invalid duration `{t}`: {e}"))

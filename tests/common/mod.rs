@@ -75,7 +75,8 @@ pub async fn bench(args: &[&str]) -> (BenchResult, bool) {
     };
     let all_ok = servebench::bench::run(a, CancellationToken::new())
         .await
-        .unwrap();
+        .unwrap()
+        == servebench::bench::BenchEnd::AllOk;
     let bytes = std::fs::read(&out).unwrap();
     (serde_json::from_slice(&bytes).unwrap(), all_ok)
 }
@@ -364,4 +365,230 @@ pub fn all_files(root: &std::path::Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Ways the torture server misbehaves on `POST` requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// A `data:` line of 6 MiB that never ends.
+    HugeLine,
+    /// Read the request, then reset the connection before any header.
+    ResetBeforeHeaders,
+    /// Headers and three chunks, then a reset.
+    ResetMidStream,
+    /// Four tokens whatever was asked, usage 4.
+    ShortOutput,
+    /// One token per chunk as asked, but usage claims 80.
+    LyingUsage,
+    /// Four tokens per chunk, the count only in a final usage chunk.
+    MultiTokenChunks,
+    /// First answer complete on a kept-alive connection; the next request is
+    /// read and its connection closed unanswered; every later one is reset.
+    KeepAliveThenReset,
+    /// Read the request and never answer.
+    NeverAnswer,
+}
+
+/// An SSE server on 127.0.0.1:0 that misbehaves as told; runs on its own
+/// thread so blocking tests can drive the servebench binary against it.
+pub struct Torture {
+    pub addr: SocketAddr,
+    /// POST requests received so far.
+    pub posts: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Torture {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// Start a torture server with one fault.
+pub fn start_torture(fault: Fault) -> Torture {
+    let posts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    std_listener.set_nonblocking(true).unwrap();
+    let addr = std_listener.local_addr().unwrap();
+    let counter = posts.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+            loop {
+                let Ok((sock, _)) = listener.accept().await else {
+                    continue;
+                };
+                tokio::spawn(torture_conn(sock, fault, counter.clone()));
+            }
+        });
+    });
+    Torture { addr, posts }
+}
+
+fn sse_text(text: &str) -> String {
+    format!("data: {{\"choices\":[{{\"index\":0,\"text\":\"{text}\"}}]}}\n\n")
+}
+
+fn sse_usage(completion: u64) -> String {
+    format!(
+        "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":8,\"completion_tokens\":{completion}}}}}\n\n"
+    )
+}
+
+/// An honest stream of `n` one-token chunks and its usage.
+fn sse_honest(n: u64) -> String {
+    let mut s: String = (0..n).map(|_| sse_text("tok ")).collect();
+    s.push_str(&sse_usage(n));
+    s.push_str("data: [DONE]\n\n");
+    s
+}
+
+const SSE_HEAD: &str =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+
+async fn reset(sock: tokio::net::TcpStream) {
+    // Linger zero turns the close into a RST (and so never blocks on drop,
+    // which is what the deprecation warns of).
+    #[allow(deprecated)]
+    let _ = sock.set_linger(Some(Duration::ZERO));
+    drop(sock);
+}
+
+async fn torture_conn(
+    mut sock: tokio::net::TcpStream,
+    fault: Fault,
+    posts: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        // Read one request: head, then Content-Length bytes of body.
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut tmp = [0u8; 8192];
+            match sock.read(&mut tmp).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + len {
+            let mut tmp = [0u8; 8192];
+            match sock.read(&mut tmp).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        }
+        let body: serde_json::Value =
+            serde_json::from_slice(&buf[head_end..head_end + len]).unwrap_or_default();
+        buf.drain(..head_end + len);
+        if head.starts_with("get /v1/models") {
+            let b = r#"{"object":"list","data":[{"id":"torture"}]}"#;
+            let r = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+                b.len()
+            );
+            if sock.write_all(r.as_bytes()).await.is_err() {
+                return;
+            }
+            continue;
+        }
+        if !head.starts_with("post") {
+            let _ = sock
+                .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                .await;
+            continue;
+        }
+        let n = posts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let asked = body["max_tokens"].as_u64().unwrap_or(16);
+        let stream = match fault {
+            Fault::HugeLine => {
+                let mut s = String::from("data: {\"choices\":[{\"text\":\"");
+                s.push_str(&"x".repeat(6 * 1024 * 1024));
+                s
+            }
+            Fault::ResetBeforeHeaders => return reset(sock).await,
+            Fault::ResetMidStream => {
+                let s: String = (0..3).map(|_| sse_text("a")).collect();
+                let _ = sock.write_all(SSE_HEAD.as_bytes()).await;
+                let _ = sock.write_all(s.as_bytes()).await;
+                let _ = sock.flush().await;
+                return reset(sock).await;
+            }
+            Fault::ShortOutput => sse_honest(4),
+            Fault::LyingUsage => {
+                let mut s: String = (0..asked).map(|_| sse_text("tok ")).collect();
+                s.push_str(&sse_usage(80));
+                s.push_str("data: [DONE]\n\n");
+                s
+            }
+            Fault::MultiTokenChunks => {
+                let mut s: String = (0..asked / 4).map(|_| sse_text("a b c d ")).collect();
+                s.push_str(&sse_usage(asked));
+                s.push_str("data: [DONE]\n\n");
+                s
+            }
+            Fault::KeepAliveThenReset => match n {
+                1 => {
+                    let s = sse_honest(asked);
+                    let r = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n{s}",
+                        s.len()
+                    );
+                    if sock.write_all(r.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                2 => return,
+                _ => return reset(sock).await,
+            },
+            Fault::NeverAnswer => {
+                // Hold the connection until the client gives up.
+                let mut tmp = [0u8; 1024];
+                while matches!(sock.read(&mut tmp).await, Ok(n) if n > 0) {}
+                return;
+            }
+        };
+        let _ = sock.write_all(SSE_HEAD.as_bytes()).await;
+        let _ = sock.write_all(stream.as_bytes()).await;
+        let _ = sock.shutdown().await;
+        // Wait for the client to close, so it reads everything before EOF.
+        let mut tmp = [0u8; 1024];
+        while matches!(sock.read(&mut tmp).await, Ok(n) if n > 0) {}
+        return;
+    }
+}
+
+/// Run the servebench binary's `bench` against `url` with `extra` flags and
+/// a result file; exit code, stderr and the parsed result (when written).
+pub fn bench_bin(url: &str, extra: &[&str]) -> (i32, String, Option<serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("result.json");
+    let mut args = vec![
+        "bench",
+        "--url",
+        url,
+        "--input-len",
+        "8",
+        "--output-len",
+        "16",
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--output", out.to_str().unwrap()]);
+    let (code, _stdout, stderr) = run(&args);
+    let result = std::fs::read(&out)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).unwrap());
+    (code, stderr, result)
 }
