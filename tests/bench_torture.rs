@@ -170,7 +170,7 @@ fn sigterm_and_sigint_exit_130_and_write_the_finished_part() {
         let t = start_torture(Fault::NeverAnswer);
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("r.json");
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
+        let mut child = std::process::Command::new(common::BIN)
             .args([
                 "bench",
                 "--url",

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+use common::BIN;
 
 fn write_campaign(dir: &Path, text: &str) -> PathBuf {
     let p = dir.join("campaign.toml");

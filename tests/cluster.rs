@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+use common::{free_port, BIN};
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -33,14 +33,6 @@ fn spawn(args: &[&str], stderr: &Path) -> Child {
         .stderr(Stdio::from(std::fs::File::create(stderr).unwrap()))
         .spawn()
         .unwrap()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn need(program: &str) {

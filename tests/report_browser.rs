@@ -2,11 +2,13 @@
 //! (Debian's `chromium`, installed by scripts/setup-test-env.sh): the page
 //! renders its charts, and nothing on it reaches for the network.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+use common::BIN;
 
 /// Run a command with a deadline; returns (exit code, stdout).
 fn run_with_deadline(cmd: &mut Command, limit: Duration) -> (Option<i32>, String) {

@@ -2,10 +2,12 @@
 //! size and speculative settings agrees with a calculation made directly
 //! from the stored cell files.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+use common::BIN;
 
 #[test]
 fn recommendation_picks_what_a_hand_calculation_from_the_cells_picks() {

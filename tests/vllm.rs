@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{cells, pids_with, run, wait_until};
 
-const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+use common::BIN;
 
 fn env(var: &str) -> String {
     std::env::var(var).unwrap_or_else(|_| {

@@ -167,7 +167,7 @@ async fn datasets_drive_requests_and_malformed_lines_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"prompt\": \"ok\"}\n{\"prompt\": 3}\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
+    let out = std::process::Command::new(common::BIN)
         .args([
             "bench",
             "--url",
@@ -212,7 +212,7 @@ num_requests = 1
 "#,
     )
     .unwrap();
-    let bin = env!("CARGO_BIN_EXE_servebench");
+    let bin = common::BIN;
     let plan = std::process::Command::new(bin)
         .args(["plan", campaign.to_str().unwrap()])
         .output()

@@ -14,6 +14,9 @@ use servebench::cli::{Cli, Command as Sub};
 use servebench::sim::{self, SimConfig};
 use tokio_util::sync::CancellationToken;
 
+/// The servebench binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+
 /// A simulator serving in this process until dropped.
 pub struct SimHandle {
     pub addr: SocketAddr,
@@ -215,7 +218,7 @@ fn health_ok(port: u16) -> bool {
 
 /// Run the servebench binary; exit code, stdout and stderr.
 pub fn run(args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
+    let out = std::process::Command::new(BIN)
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -306,7 +309,7 @@ pub fn spawn_sim_process(args: &[&str], log: &std::path::Path) -> SimProcess {
         "sim-port-{}",
         log.file_name().unwrap().to_string_lossy()
     ));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
+    let child = std::process::Command::new(BIN)
         .args(["sim", "--port", "0", "--port-file"])
         .arg(&port_file)
         .args(args)
