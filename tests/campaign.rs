@@ -738,6 +738,9 @@ health_timeout = "20s"
         assert_eq!(cell["server"]["env"]["PLAIN_SETTING"], "visible-value");
         assert_eq!(cell["server"]["env"]["HF_TOKEN"], "<redacted>");
         assert_eq!(cell["server"]["env"]["SITE_PASS"], "<redacted>");
+        // Prompt lengths were counted by the server's /tokenize, which needs the key too.
+        let counter = cell["summary"]["source"]["counter"].as_str().unwrap();
+        assert!(counter.ends_with("/tokenize"), "{counter}");
     }
     let (code, _, err) = with_key(
         Some(KEY),

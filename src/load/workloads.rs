@@ -101,8 +101,12 @@ pub async fn counter_for(
         return Ok((Arc::new(t), format!("tokenizer {}", p.display())));
     }
     let base = endpoint.base_url().to_string();
+    let auth = endpoint
+        .authorization()
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let probe = tokio::task::spawn_blocking(move || {
-        let t = ServerTokenizer::new(&base)?;
+        let t = ServerTokenizer::new(&base)?.with_authorization(auth);
         t.count("hello world").map(|_| t)
     })
     .await

@@ -16,12 +16,27 @@ use super::{TokenCounter, WorkloadError};
 ///
 /// Prompt building counts many short texts, so one kept-alive connection is
 /// reused (re-opened once if the server closed it).
-#[derive(Debug)]
 pub struct ServerTokenizer {
     host: String,
     port: u16,
+    /// `Authorization` header value for servers that need an API key.
+    auth: Option<String>,
     conn: std::sync::Mutex<Option<TcpStream>>,
 }
+
+impl std::fmt::Debug for ServerTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The authorization header is a secret: never part of a debug print.
+        f.debug_struct("ServerTokenizer")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("auth", &self.auth.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// The largest tokenize response read: counts for one prompt, never megabytes.
+const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 impl ServerTokenizer {
     /// A counter for the server at `base_url` (`http://host:port`).
@@ -42,8 +57,15 @@ impl ServerTokenizer {
         Ok(Self {
             host,
             port,
+            auth: None,
             conn: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Send `value` as the `Authorization` header (the endpoint's API key).
+    pub fn with_authorization(mut self, value: Option<String>) -> Self {
+        self.auth = value;
+        self
     }
 
     fn connect(&self) -> Result<TcpStream, String> {
@@ -61,8 +83,13 @@ impl ServerTokenizer {
     }
 
     fn exchange(&self, stream: &mut TcpStream, body: &[u8]) -> Result<(u16, Vec<u8>), String> {
+        let auth = self
+            .auth
+            .as_ref()
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
         let head = format!(
-            "POST /tokenize HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "POST /tokenize HTTP/1.1\r\nHost: {}:{}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             self.host,
             self.port,
             body.len()
@@ -126,6 +153,11 @@ fn read_response(stream: &mut TcpStream) -> Result<(u16, Vec<u8>), String> {
             return Err("connection closed".into());
         }
         raw.extend_from_slice(&buf[..n]);
+        if raw.len() > MAX_RESPONSE_BYTES {
+            return Err(format!(
+                "tokenize response exceeds {MAX_RESPONSE_BYTES} bytes; the server is not answering a tokenize request"
+            ));
+        }
     }
 }
 
