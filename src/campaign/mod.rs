@@ -290,7 +290,7 @@ pub struct RawRun {
     pub grace_period: Option<Spanned<String>>,
     /// Measure each cell this many times (default 1).
     #[serde(default)]
-    pub repetitions: Option<u32>,
+    pub repetitions: Option<Spanned<u32>>,
     /// Start-up time for the ETA, overriding the per-engine prior (sim/llama.cpp ~1 s, vLLM/SGLang ~1 min + weight loading).
     #[serde(default)]
     pub startup_estimate: Option<Spanned<String>>,

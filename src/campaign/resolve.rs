@@ -341,11 +341,8 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         base
     };
     let name = raw.campaign.name.get_ref().trim().to_string();
-    if name.is_empty() || name.contains('/') || name.starts_with('.') {
-        return Err(src.error(
-            &raw.campaign.name,
-            "campaign name must be non-empty, without `/`, not starting with `.`",
-        ));
+    if let Err(rule) = check_path_id(&name) {
+        return Err(src.error(&raw.campaign.name, format!("campaign name `{name}` {rule}")));
     }
     let results_dir = relative(
         &base,
@@ -434,7 +431,16 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         health_timeout: duration(src, &raw.run.health_timeout, Duration::from_secs(600))?,
         request_timeout: duration(src, &raw.run.request_timeout, Duration::from_secs(600))?,
         grace_period: duration(src, &raw.run.grace_period, Duration::from_secs(15))?,
-        repetitions: raw.run.repetitions.unwrap_or(1).max(1),
+        repetitions: match &raw.run.repetitions {
+            None => 1,
+            Some(r) if *r.get_ref() == 0 => {
+                return Err(src.error(
+                    r,
+                    "repetitions must be at least 1 (omit it to measure each cell once)",
+                ))
+            }
+            Some(r) => *r.get_ref(),
+        },
         startup_estimate: duration(
             src,
             &raw.run.startup_estimate,
@@ -486,6 +492,35 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     })
 }
 
+/// Longest id accepted as a path component; far below any file system's name limit.
+pub const MAX_ID_LEN: usize = 100;
+
+/// Checks an id that becomes a file or directory name, returning the broken rule.
+///
+/// Ids name result folders, so `.`, `..`, hidden names and separators would
+/// place results outside `cells/` or hide them from `plan` and `report`.
+pub fn check_path_id(id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if id.len() > MAX_ID_LEN {
+        return Err(format!(
+            "is {} characters long; the limit is {MAX_ID_LEN} (shorten it)",
+            id.len()
+        ));
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err("may only use letters, digits, `-`, `_` and `.`".into());
+    }
+    if id.starts_with('.') {
+        return Err("must not start with `.` (`.`, `..` and hidden names are refused)".into());
+    }
+    Ok(())
+}
+
 /// Paths to scripts shipped beside the campaign (`../scripts/x`) are made absolute.
 fn resolve_script(base: &Path, arg: String) -> String {
     if arg.starts_with("./") || arg.starts_with("../") {
@@ -531,19 +566,8 @@ fn merge_server(
 
 fn check_server(src: &Source, at: usize, s: &mut ServerConfig) -> Result<(), CampaignError> {
     expand_server_env(src, at, s)?;
-    if s.id.is_empty()
-        || !s
-            .id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
-        return Err(src.error_at(
-            at,
-            format!(
-                "server id `{}` may only use letters, digits, `-`, `_` and `.`",
-                s.id
-            ),
-        ));
+    if let Err(rule) = check_path_id(&s.id) {
+        return Err(src.error_at(at, format!("server id `{}` {rule}", s.id)));
     }
     if s.tp == 0 {
         return Err(src.error_at(at, format!("server `{}`: tp must be at least 1", s.id)));
@@ -996,6 +1020,33 @@ mod tests {
         let e = campaign(&text).unwrap_err();
         assert!(e.message.contains("ids: a"), "{}", e.message);
         assert_eq!(e.line, 11);
+    }
+
+    #[test]
+    fn path_ids_and_repetitions_are_refused_at_their_line() {
+        for (id, rule) in [
+            ("..", "must not start with `.`"),
+            (".", "must not start with `.`"),
+            (".hidden", "must not start with `.`"),
+            ("a/b", "may only use"),
+        ] {
+            let text = format!("{HEAD}[[server]]\nid = \"{id}\"\n{WL}");
+            let e = campaign(&text).unwrap_err();
+            assert!(e.message.contains(rule), "{id}: {}", e.message);
+            assert!(e.message.contains(&format!("`{id}`")), "{}", e.message);
+            assert_eq!(e.line, 9, "{id}");
+        }
+        let long = "x".repeat(300);
+        let e = campaign(&format!("{HEAD}[[server]]\nid = \"{long}\"\n{WL}")).unwrap_err();
+        assert!(e.message.contains("300 characters"), "{}", e.message);
+        assert!(campaign(&format!(
+            "{HEAD}[[server]]\nid = \"{}\"\n{WL}",
+            "x".repeat(100)
+        ))
+        .is_ok());
+        let e = campaign(&format!("{HEAD}[run]\nrepetitions = 0\n{WL}")).unwrap_err();
+        assert!(e.message.contains("at least 1"), "{}", e.message);
+        assert_eq!(e.line, 9);
     }
 
     #[test]
