@@ -492,6 +492,9 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     })
 }
 
+/// Largest prompt or output length accepted, so a typo cannot allocate terabytes of prompt.
+pub const MAX_TOKENS: u64 = 10_000_000;
+
 /// Longest id accepted as a path component; far below any file system's name limit.
 pub const MAX_ID_LEN: usize = 100;
 
@@ -780,19 +783,18 @@ fn expand_workloads(
         if !names.insert(name.clone()) {
             return Err(src.error(&w.name, format!("workload `{name}` is declared twice")));
         }
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            return Err(src.error(
-                &w.name,
-                "workload names may only use letters, digits, `-`, `_` and `.`",
-            ));
+        if let Err(rule) = check_path_id(&name) {
+            return Err(src.error(&w.name, format!("workload name `{name}` {rule}")));
         }
         let loads: Vec<LoadShape> = match (&w.concurrency, &w.rate) {
             (Some(c), None) => {
                 let v = c.to_vec();
+                if v.is_empty() {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: concurrency = [] measures nothing; list at least one value, e.g. concurrency = [1]"),
+                    ));
+                }
                 if v.contains(&0) {
                     return Err(src.error(
                         &w.name,
@@ -812,6 +814,12 @@ fn expand_workloads(
                     ));
                 }
                 let mut v = Vec::new();
+                if r.to_vec().is_empty() {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: rate = [] measures nothing; list at least one value, e.g. rate = [1.0]"),
+                    ));
+                }
                 for value in r.to_vec() {
                     if !(value > 0.0 && value.is_finite()) {
                         return Err(src.error(
@@ -929,6 +937,18 @@ fn expand_workloads(
             .as_ref()
             .map(OneOrMany::to_vec)
             .unwrap_or_else(|| vec![256]);
+        if inputs.is_empty() || outputs.is_empty() {
+            return Err(src.error(
+                &w.name,
+                format!("workload `{name}`: input_len and output_len need at least one value when given"),
+            ));
+        }
+        if let Some(&big) = inputs.iter().chain(&outputs).find(|&&n| n > MAX_TOKENS) {
+            return Err(src.error(
+                &w.name,
+                format!("workload `{name}`: {big} tokens is beyond any model's context; lengths are limited to {MAX_TOKENS}"),
+            ));
+        }
         if outputs.contains(&0) {
             return Err(src.error(
                 &w.name,
@@ -1044,6 +1064,21 @@ mod tests {
             "x".repeat(100)
         ))
         .is_ok());
+        let e = campaign(&format!(
+            "{HEAD}[[workload]]\nname = \"w\"\nconcurrency = []\nnum_requests = 8\n"
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("concurrency = []"), "{}", e.message);
+        let e = campaign(&format!(
+            "{HEAD}[[workload]]\nname = \"w\"\nconcurrency = [1]\ninput_len = 1000000000000\nnum_requests = 8\n"
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("1000000000000 tokens"), "{}", e.message);
+        let e = campaign(&format!(
+            "{HEAD}[[workload]]\nname = \"..\"\nconcurrency = [1]\nnum_requests = 8\n"
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("workload name `..`"), "{}", e.message);
         let e = campaign(&format!("{HEAD}[run]\nrepetitions = 0\n{WL}")).unwrap_err();
         assert!(e.message.contains("at least 1"), "{}", e.message);
         assert_eq!(e.line, 9);
