@@ -62,7 +62,7 @@ pub struct RawMeta {
     pub name: Spanned<String>,
     /// Results directory, relative to the campaign file (default `results`).
     #[serde(default)]
-    pub results_dir: Option<String>,
+    pub results_dir: Option<Spanned<String>>,
     /// Free text shown in reports.
     #[serde(default)]
     pub description: Option<String>,

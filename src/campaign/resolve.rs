@@ -344,11 +344,12 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     if let Err(rule) = check_path_id(&name) {
         return Err(src.error(&raw.campaign.name, format!("campaign name `{name}` {rule}")));
     }
-    let results_dir = relative(
-        &base,
-        raw.campaign.results_dir.as_deref().unwrap_or("results"),
-    )
-    .join(&name);
+    // `${VAR}` here, as the README documents; an unset one is reported at the value.
+    let results_dir = match &raw.campaign.results_dir {
+        Some(d) => expand_env(src, d.span().start, d.get_ref())?,
+        None => "results".to_string(),
+    };
+    let results_dir = relative(&base, &results_dir).join(&name);
 
     let model_path = expand_env(src, 0, &raw.model.path)?;
     let model = ModelSpec {
@@ -387,8 +388,21 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
             Some(u) if !u.get_ref().starts_with("http://") => {
                 return Err(src.error(u, "url must start with http://"))
             }
+            Some(u) if u.get_ref().contains(['?', '#']) => {
+                return Err(src.error(
+                    u,
+                    "url must be a base URL without `?query` or `#fragment` (e.g. http://127.0.0.1:8000/v1)",
+                ))
+            }
             _ => {}
         }
+    }
+
+    if engine.kind == EngineKind::Command && engine.executable.is_empty() {
+        return Err(src.error_at(
+            0,
+            "[engine] kind = \"command\" needs `executable` (e.g. executable = [\"./serve.sh\"])",
+        ));
     }
 
     let gpu = match &raw.hardware.gpu {
@@ -1079,6 +1093,36 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.message.contains("workload name `..`"), "{}", e.message);
+        let text = format!("{HEAD}{WL}").replacen(
+            "name = \"t\"\n",
+            "name = \"t\"\nresults_dir = \"${SERVEBENCH_UNSET_FOR_TEST}\"\n",
+            1,
+        );
+        let e = campaign(&text).unwrap_err();
+        assert!(
+            e.message.contains("SERVEBENCH_UNSET_FOR_TEST"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.line, 3);
+        let text = text.replace(
+            "${SERVEBENCH_UNSET_FOR_TEST}",
+            "${SERVEBENCH_UNSET_FOR_TEST:-out}",
+        );
+        assert_eq!(
+            campaign(&text).unwrap().results_dir,
+            PathBuf::from("dir/out/t")
+        );
+        let cmd = format!("{HEAD}{WL}").replace("kind = \"sglang\"", "kind = \"command\"");
+        let e = campaign(&cmd).unwrap_err();
+        assert!(e.message.contains("needs `executable`"), "{}", e.message);
+        let url = format!("{HEAD}{WL}").replace(
+            "kind = \"sglang\"",
+            "kind = \"openai\"\nurl = \"http://h:1/v1?x=1#f\"",
+        );
+        let e = campaign(&url).unwrap_err();
+        assert!(e.message.contains("without `?query`"), "{}", e.message);
+        assert_eq!(e.line, 7);
         let e = campaign(&format!("{HEAD}[run]\nrepetitions = 0\n{WL}")).unwrap_err();
         assert!(e.message.contains("at least 1"), "{}", e.message);
         assert_eq!(e.line, 9);
