@@ -399,8 +399,9 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     }
 
     if engine.kind == EngineKind::Command && engine.executable.is_empty() {
+        // The kind is not spanned; the `[engine]` header is where the key belongs.
         return Err(src.error_at(
-            0,
+            src.text.find("[engine]").unwrap_or(0),
             "[engine] kind = \"command\" needs `executable` (e.g. executable = [\"./serve.sh\"])",
         ));
     }
