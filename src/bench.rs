@@ -410,7 +410,7 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
 /// Write a bench result atomically as pretty JSON.
 pub fn write_result(path: &Path, result: &BenchResult) -> anyhow::Result<()> {
     let bytes = serde_json::to_vec_pretty(result)?;
-    fsx::write_atomic(path, &bytes).with_context(|| format!("cannot write {}", path.display()))
+    fsx::write_atomic(path, &bytes).context("bench result")
 }
 
 fn level_line(label: &str, s: &LevelSummary) -> String {

@@ -163,6 +163,14 @@ async fn run_run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
         local: a.local,
         job_args: job_args(&a.select),
     };
+    // Slurm and ssh jobs run `run --local` side by side on one results tree,
+    // so only a run that measures on this machine by itself takes the lock.
+    let _lock =
+        if !a.dry_run && !a.local && matches!(c.launcher, campaign::launcher::Launcher::Local) {
+            Some(runner::lock::acquire(&c.results_dir)?)
+        } else {
+            None
+        };
     let outcome = runner::run_campaign(&c, &opts, cancel).await?;
     if a.dry_run {
         return Ok(ExitCode::SUCCESS);

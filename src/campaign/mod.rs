@@ -62,7 +62,7 @@ pub struct RawMeta {
     pub name: Spanned<String>,
     /// Results directory, relative to the campaign file (default `results`).
     #[serde(default)]
-    pub results_dir: Option<String>,
+    pub results_dir: Option<Spanned<String>>,
     /// Free text shown in reports.
     #[serde(default)]
     pub description: Option<String>,
@@ -298,7 +298,7 @@ pub struct RawRun {
     pub grace_period: Option<Spanned<String>>,
     /// Measure each cell this many times (default 1).
     #[serde(default)]
-    pub repetitions: Option<u32>,
+    pub repetitions: Option<Spanned<u32>>,
     /// Start-up time for the ETA, overriding the per-engine prior (sim/llama.cpp ~1 s, vLLM/SGLang ~1 min + weight loading).
     #[serde(default)]
     pub startup_estimate: Option<Spanned<String>>,

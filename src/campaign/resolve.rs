@@ -387,17 +387,15 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         base
     };
     let name = raw.campaign.name.get_ref().trim().to_string();
-    if name.is_empty() || name.contains('/') || name.starts_with('.') {
-        return Err(src.error(
-            &raw.campaign.name,
-            "campaign name must be non-empty, without `/`, not starting with `.`",
-        ));
+    if let Err(rule) = check_path_id(&name) {
+        return Err(src.error(&raw.campaign.name, format!("campaign name `{name}` {rule}")));
     }
-    let results_dir = relative(
-        &base,
-        raw.campaign.results_dir.as_deref().unwrap_or("results"),
-    )
-    .join(&name);
+    // `${VAR}` here, as the README documents; an unset one is reported at the value.
+    let results_dir = match &raw.campaign.results_dir {
+        Some(d) => expand_env(src, d.span().start, d.get_ref())?,
+        None => "results".to_string(),
+    };
+    let results_dir = relative(&base, &results_dir).join(&name);
 
     let model_path = expand_env(src, 0, &raw.model.path)?;
     let model = ModelSpec {
@@ -436,8 +434,22 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
             Some(u) if !u.get_ref().starts_with("http://") => {
                 return Err(src.error(u, "url must start with http://"))
             }
+            Some(u) if u.get_ref().contains(['?', '#']) => {
+                return Err(src.error(
+                    u,
+                    "url must be a base URL without `?query` or `#fragment` (e.g. http://127.0.0.1:8000/v1)",
+                ))
+            }
             _ => {}
         }
+    }
+
+    if engine.kind == EngineKind::Command && engine.executable.is_empty() {
+        // The kind is not spanned; the `[engine]` header is where the key belongs.
+        return Err(src.error_at(
+            src.text.find("[engine]").unwrap_or(0),
+            "[engine] kind = \"command\" needs `executable` (e.g. executable = [\"./serve.sh\"])",
+        ));
     }
 
     let gpu = match &raw.hardware.gpu {
@@ -480,7 +492,16 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         health_timeout: duration(src, &raw.run.health_timeout, Duration::from_secs(600))?,
         request_timeout: duration(src, &raw.run.request_timeout, Duration::from_secs(600))?,
         grace_period: duration(src, &raw.run.grace_period, Duration::from_secs(15))?,
-        repetitions: raw.run.repetitions.unwrap_or(1).max(1),
+        repetitions: match &raw.run.repetitions {
+            None => 1,
+            Some(r) if *r.get_ref() == 0 => {
+                return Err(src.error(
+                    r,
+                    "repetitions must be at least 1 (omit it to measure each cell once)",
+                ))
+            }
+            Some(r) => *r.get_ref(),
+        },
         startup_estimate: duration(
             src,
             &raw.run.startup_estimate,
@@ -551,6 +572,38 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     })
 }
 
+/// Largest prompt or output length accepted, so a typo cannot allocate terabytes of prompt.
+pub const MAX_TOKENS: u64 = 10_000_000;
+
+/// Longest id accepted as a path component; far below any file system's name limit.
+pub const MAX_ID_LEN: usize = 100;
+
+/// Checks an id that becomes a file or directory name, returning the broken rule.
+///
+/// Ids name result folders, so `.`, `..`, hidden names and separators would
+/// place results outside `cells/` or hide them from `plan` and `report`.
+pub fn check_path_id(id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if id.len() > MAX_ID_LEN {
+        return Err(format!(
+            "is {} characters long; the limit is {MAX_ID_LEN} (shorten it)",
+            id.len()
+        ));
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err("may only use letters, digits, `-`, `_` and `.`".into());
+    }
+    if id.starts_with('.') {
+        return Err("must not start with `.` (`.`, `..` and hidden names are refused)".into());
+    }
+    Ok(())
+}
+
 /// Paths to scripts shipped beside the campaign (`../scripts/x`) are made absolute.
 fn resolve_script(base: &Path, arg: String) -> String {
     if arg.starts_with("./") || arg.starts_with("../") {
@@ -597,19 +650,8 @@ fn merge_server(
 
 fn check_server(src: &Source, at: usize, s: &mut ServerConfig) -> Result<(), CampaignError> {
     expand_server_env(src, at, s)?;
-    if s.id.is_empty()
-        || !s
-            .id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
-        return Err(src.error_at(
-            at,
-            format!(
-                "server id `{}` may only use letters, digits, `-`, `_` and `.`",
-                s.id
-            ),
-        ));
+    if let Err(rule) = check_path_id(&s.id) {
+        return Err(src.error_at(at, format!("server id `{}` {rule}", s.id)));
     }
     if s.tp == 0 {
         return Err(src.error_at(at, format!("server `{}`: tp must be at least 1", s.id)));
@@ -825,19 +867,18 @@ fn expand_workloads(
         if !names.insert(name.clone()) {
             return Err(src.error(&w.name, format!("workload `{name}` is declared twice")));
         }
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            return Err(src.error(
-                &w.name,
-                "workload names may only use letters, digits, `-`, `_` and `.`",
-            ));
+        if let Err(rule) = check_path_id(&name) {
+            return Err(src.error(&w.name, format!("workload name `{name}` {rule}")));
         }
         let loads: Vec<LoadShape> = match (&w.concurrency, &w.rate) {
             (Some(c), None) => {
                 let v = c.to_vec();
+                if v.is_empty() {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: concurrency = [] measures nothing; list at least one value, e.g. concurrency = [1]"),
+                    ));
+                }
                 if v.contains(&0) {
                     return Err(src.error(
                         &w.name,
@@ -857,6 +898,12 @@ fn expand_workloads(
                     ));
                 }
                 let mut v = Vec::new();
+                if r.to_vec().is_empty() {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: rate = [] measures nothing; list at least one value, e.g. rate = [1.0]"),
+                    ));
+                }
                 for value in r.to_vec() {
                     if !(value > 0.0 && value.is_finite()) {
                         return Err(src.error(
@@ -986,6 +1033,18 @@ fn expand_workloads(
             .as_ref()
             .map(OneOrMany::to_vec)
             .unwrap_or_else(|| vec![256]);
+        if inputs.is_empty() || outputs.is_empty() {
+            return Err(src.error(
+                &w.name,
+                format!("workload `{name}`: input_len and output_len need at least one value when given"),
+            ));
+        }
+        if let Some(&big) = inputs.iter().chain(&outputs).find(|&&n| n > MAX_TOKENS) {
+            return Err(src.error(
+                &w.name,
+                format!("workload `{name}`: {big} tokens is beyond any model's context; lengths are limited to {MAX_TOKENS}"),
+            ));
+        }
         if outputs.contains(&0) {
             return Err(src.error(
                 &w.name,
@@ -1077,6 +1136,78 @@ mod tests {
         let e = campaign(&text).unwrap_err();
         assert!(e.message.contains("ids: a"), "{}", e.message);
         assert_eq!(e.line, 11);
+    }
+
+    #[test]
+    fn path_ids_and_repetitions_are_refused_at_their_line() {
+        for (id, rule) in [
+            ("..", "must not start with `.`"),
+            (".", "must not start with `.`"),
+            (".hidden", "must not start with `.`"),
+            ("a/b", "may only use"),
+        ] {
+            let text = format!("{HEAD}[[server]]\nid = \"{id}\"\n{WL}");
+            let e = campaign(&text).unwrap_err();
+            assert!(e.message.contains(rule), "{id}: {}", e.message);
+            assert!(e.message.contains(&format!("`{id}`")), "{}", e.message);
+            assert_eq!(e.line, 9, "{id}");
+        }
+        let long = "x".repeat(300);
+        let e = campaign(&format!("{HEAD}[[server]]\nid = \"{long}\"\n{WL}")).unwrap_err();
+        assert!(e.message.contains("300 characters"), "{}", e.message);
+        assert!(campaign(&format!(
+            "{HEAD}[[server]]\nid = \"{}\"\n{WL}",
+            "x".repeat(100)
+        ))
+        .is_ok());
+        let e = campaign(&format!(
+            "{HEAD}[[workload]]\nname = \"w\"\nconcurrency = []\nnum_requests = 8\n"
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("concurrency = []"), "{}", e.message);
+        let e = campaign(&format!(
+            "{HEAD}[[workload]]\nname = \"w\"\nconcurrency = [1]\ninput_len = 1000000000000\nnum_requests = 8\n"
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("1000000000000 tokens"), "{}", e.message);
+        let e = campaign(&format!(
+            "{HEAD}[[workload]]\nname = \"..\"\nconcurrency = [1]\nnum_requests = 8\n"
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("workload name `..`"), "{}", e.message);
+        let text = format!("{HEAD}{WL}").replacen(
+            "name = \"t\"\n",
+            "name = \"t\"\nresults_dir = \"${SERVEBENCH_UNSET_FOR_TEST}\"\n",
+            1,
+        );
+        let e = campaign(&text).unwrap_err();
+        assert!(
+            e.message.contains("SERVEBENCH_UNSET_FOR_TEST"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.line, 3);
+        let text = text.replace(
+            "${SERVEBENCH_UNSET_FOR_TEST}",
+            "${SERVEBENCH_UNSET_FOR_TEST:-out}",
+        );
+        assert_eq!(
+            campaign(&text).unwrap().results_dir,
+            PathBuf::from("dir/out/t")
+        );
+        let cmd = format!("{HEAD}{WL}").replace("kind = \"sglang\"", "kind = \"command\"");
+        let e = campaign(&cmd).unwrap_err();
+        assert!(e.message.contains("needs `executable`"), "{}", e.message);
+        let url = format!("{HEAD}{WL}").replace(
+            "kind = \"sglang\"",
+            "kind = \"openai\"\nurl = \"http://h:1/v1?x=1#f\"",
+        );
+        let e = campaign(&url).unwrap_err();
+        assert!(e.message.contains("without `?query`"), "{}", e.message);
+        assert_eq!(e.line, 7);
+        let e = campaign(&format!("{HEAD}[run]\nrepetitions = 0\n{WL}")).unwrap_err();
+        assert!(e.message.contains("at least 1"), "{}", e.message);
+        assert_eq!(e.line, 9);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! loses at most the cell in flight; the next run resumes from the store.
 
 pub mod eta;
+pub mod lock;
 pub mod parallel;
 pub mod summary;
 pub mod telemetry;

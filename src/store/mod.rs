@@ -234,12 +234,32 @@ impl Store {
         (self.root.join(&rel), rel)
     }
 
-    /// Write a cell result atomically.
+    /// Write a cell result atomically, retrying a few times before giving up.
+    ///
+    /// A measurement can take hours; a transient failure (a full disk being
+    /// cleaned, an NFS hiccup) should not discard it, so the caller's copy stays
+    /// in memory while each failed attempt is reported and retried.
     pub fn write(&self, cell: &CellResult) -> std::io::Result<PathBuf> {
+        const ATTEMPTS: u32 = 3;
         let path = self.cell_path(&cell.server_id, &cell.cell_name);
         let bytes = serde_json::to_vec(cell).map_err(std::io::Error::other)?;
-        fsx::write_atomic(&path, &bytes)?;
-        Ok(path)
+        let mut attempt = 1;
+        loop {
+            match fsx::write_atomic(&path, &bytes) {
+                Ok(()) => return Ok(path),
+                Err(e) if attempt < ATTEMPTS && e.kind() != std::io::ErrorKind::InvalidInput => {
+                    eprintln!("cell result: {e} (attempt {attempt} of {ATTEMPTS}; retrying)");
+                    std::thread::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)));
+                    attempt += 1;
+                }
+                Err(e) => {
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!("cell result {}: {e}", cell.cell_name),
+                    ))
+                }
+            }
+        }
     }
 
     /// Remove temporary files left by writes that were interrupted (a killed

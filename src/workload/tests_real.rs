@@ -153,24 +153,20 @@ fn requests_share_only_the_configured_prefix() {
 }
 
 #[test]
-fn builds_a_100k_prompt_well_under_a_second() {
+fn builds_a_100k_prompt_exactly_and_reports_its_build_time() {
     let tok = tokenizer();
-    let builder = ExactPromptBuilder::new(tok).unwrap();
+    let builder = ExactPromptBuilder::new(tok.clone()).unwrap();
     let spec = ExactPromptSpec {
         tokens: 100_000,
         shared_prefix_tokens: 0,
         seed: 1,
     };
-    // The first build also pays for the tokenizer's word cache; report both.
-    let mut times = Vec::new();
+    // The time is printed, not asserted: speed claims live in the
+    // benchmarks, and a loaded machine must not fail this test.
     for i in 0..3 {
         let t = Instant::now();
-        builder.build(&spec, i).unwrap();
-        times.push(t.elapsed());
+        let p = builder.build(&spec, i).unwrap();
+        eprintln!("100k-token prompt {i} built in {:?}", t.elapsed());
+        assert_eq!(tok.encode(&p.text).unwrap().len(), 100_000);
     }
-    eprintln!("100k-token prompt build times: {times:?}");
-    let best = times.iter().min().unwrap();
-    // Unoptimised test builds are several times slower than release; the
-    // bound is loose so it holds on a loaded two-core machine.
-    assert!(best.as_secs_f64() < 3.0, "{best:?}");
 }
