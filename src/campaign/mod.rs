@@ -35,13 +35,38 @@ pub struct CampaignError {
 }
 
 /// A value given either once or as a list (matrix axes, sweeps).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum OneOrMany<T> {
     /// A single value.
     One(T),
     /// A list of values.
     Many(Vec<T>),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Shape<T> {
+            One(T),
+            Many(Vec<T>),
+        }
+        // serde's own message here ("did not match any variant of untagged
+        // enum") says nothing a user can act on: name what is accepted.
+        let kind = match std::any::type_name::<T>() {
+            "u32" | "u64" => "a whole number of at least 0",
+            "f64" => "a number",
+            "alloc::string::String" => "a string",
+            other => other,
+        };
+        match Shape::<T>::deserialize(d) {
+            Ok(Shape::One(v)) => Ok(OneOrMany::One(v)),
+            Ok(Shape::Many(v)) => Ok(OneOrMany::Many(v)),
+            Err(_) => Err(serde::de::Error::custom(format!(
+                "expected {kind} or a list of them (e.g. `[1, 4, 16]`)"
+            ))),
+        }
+    }
 }
 
 impl<T: Clone> OneOrMany<T> {

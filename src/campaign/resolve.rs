@@ -714,6 +714,40 @@ fn expand_servers(raw: &RawCampaign, src: &Source) -> Result<Vec<ServerConfig>, 
     }
     for m in &raw.matrix {
         let at = m.id.span().start;
+        let empty = |axis: &str, is_empty: bool| -> Result<(), CampaignError> {
+            if is_empty {
+                return Err(src.error_at(
+                    at,
+                    format!(
+                        "`{axis} = []` in matrix `{}` leaves no server to run: give at least one value, or drop the key for the default",
+                        m.id.get_ref()
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        let axis_empty = |v: Option<usize>| v == Some(0);
+        empty("tp", axis_empty(m.tp.as_ref().map(|v| v.to_vec().len())))?;
+        empty(
+            "mem_fraction",
+            axis_empty(m.mem_fraction.as_ref().map(|v| v.to_vec().len())),
+        )?;
+        empty(
+            "max_running_requests",
+            axis_empty(m.max_running_requests.as_ref().map(|v| v.to_vec().len())),
+        )?;
+        empty(
+            "context_length",
+            axis_empty(m.context_length.as_ref().map(|v| v.to_vec().len())),
+        )?;
+        empty(
+            "budget",
+            axis_empty(m.budget.as_ref().map(|v| v.to_vec().len())),
+        )?;
+        empty(
+            "speculative",
+            axis_empty(m.speculative.as_ref().map(|v| v.get_ref().len())),
+        )?;
         let tps =
             m.tp.as_ref()
                 .map(OneOrMany::to_vec)
