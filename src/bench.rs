@@ -91,6 +91,10 @@ struct Resolved {
 }
 
 fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
+    // Refused now, not after the measurement it would have held.
+    if let Some(out) = &a.output {
+        fsx::check_replaceable(out).map_err(|e| anyhow::anyhow!("--output: {e}"))?;
+    }
     let shapes = match (&a.concurrency, &a.request_rate) {
         (Some(c), None) => parse_list(c, |s| {
             let v: u32 = s

@@ -226,3 +226,65 @@ fn an_api_key_is_sent_as_a_bearer_token_and_never_written() {
         );
     }
 }
+
+#[test]
+fn bench_refuses_special_output_targets_and_typo_lists_before_any_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo touches nothing else.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let target = dir.path().join("precious.txt");
+    std::fs::write(&target, "keep me").unwrap();
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let subdir = dir.path().join("adir");
+    std::fs::create_dir(&subdir).unwrap();
+    // Port 1 refuses connections: an error about --output proves the check
+    // came before any traffic.
+    let base = [
+        "bench",
+        "--url",
+        "http://127.0.0.1:1",
+        "--concurrency",
+        "1",
+        "--num-requests",
+        "1",
+        "--output",
+    ];
+    for (path, what) in [
+        (&fifo, "a device, FIFO or socket"),
+        (&link, "a symlink"),
+        (&subdir, "a directory"),
+    ] {
+        let mut args = base.to_vec();
+        args.push(path.to_str().unwrap());
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("--output"), "{err}");
+        assert!(
+            err.contains(&format!("refusing to replace {what}")),
+            "{err}"
+        );
+        assert!(err.contains(path.to_str().unwrap()), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let (code, _, err) = run(&[
+        "bench",
+        "--url",
+        "http://127.0.0.1:1",
+        "--concurrency",
+        "1,,2",
+        "--num-requests",
+        "1",
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--concurrency") && err.contains("item 2 of `1,,2` is empty"),
+        "{err}"
+    );
+}

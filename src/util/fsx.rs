@@ -7,17 +7,9 @@
 use std::io::Write;
 use std::path::Path;
 
-/// Write `bytes` to `path` atomically (temporary file, fsync, rename).
-///
-/// Only a regular file or a missing path is replaced: renaming over a device
-/// node, FIFO, directory or symlink would silently destroy it, so those are
-/// refused. Every error names the path, and a failed write removes its
-/// temporary at once so a full disk leaves nothing behind. Registered
-/// secrets are scrubbed from `bytes` first: whatever path a key took into a
-/// result, a report or a log, it is not written.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let bytes = super::secret::scrub_bytes(bytes);
-    let bytes = bytes.as_ref();
+/// Whether `path` may be (re)placed by [`write_atomic`]: it is missing or a
+/// regular file. Callers check before expensive work so nothing is lost.
+pub fn check_replaceable(path: &Path) -> std::io::Result<()> {
     let named = |e: std::io::Error| {
         std::io::Error::new(e.kind(), format!("writing {}: {e}", path.display()))
     };
@@ -42,6 +34,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(named(e)),
     }
+    Ok(())
+}
+
+/// Write `bytes` to `path` atomically (temporary file, fsync, rename).
+///
+/// Only a regular file or a missing path is replaced: renaming over a device
+/// node, FIFO, directory or symlink would silently destroy it, so those are
+/// refused. Every error names the path, and a failed write removes its
+/// temporary at once so a full disk leaves nothing behind. Registered
+/// secrets are scrubbed from `bytes` first: whatever path a key took into a
+/// result, a report or a log, it is not written.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let bytes = super::secret::scrub_bytes(bytes);
+    let bytes = bytes.as_ref();
+    let named = |e: std::io::Error| {
+        std::io::Error::new(e.kind(), format!("writing {}: {e}", path.display()))
+    };
+    check_replaceable(path)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

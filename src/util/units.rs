@@ -47,13 +47,16 @@ pub fn parse_list<T>(
     s: &str,
     parse_one: impl Fn(&str) -> Result<T, String>,
 ) -> Result<Vec<T>, String> {
-    let items: Vec<&str> = s
-        .split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .collect();
-    if items.is_empty() {
+    let items: Vec<&str> = s.split(',').map(str::trim).collect();
+    if items.iter().all(|x| x.is_empty()) {
         return Err("empty list".into());
+    }
+    // `1,,2` is a typo, not a list of two: say where the value is missing.
+    if let Some(i) = items.iter().position(|x| x.is_empty()) {
+        return Err(format!(
+            "item {} of `{s}` is empty; separate values with single commas, e.g. `1,4,16`",
+            i + 1
+        ));
     }
     items.into_iter().map(parse_one).collect()
 }
@@ -132,5 +135,7 @@ mod tests {
         let v = parse_list("1, 4,16", |x| x.parse::<u32>().map_err(|e| e.to_string())).unwrap();
         assert_eq!(v, vec![1, 4, 16]);
         assert!(parse_list("1,x", |x| x.parse::<u32>().map_err(|e| e.to_string())).is_err());
+        let e = parse_list("1,,2", |x| x.parse::<u32>().map_err(|e| e.to_string())).unwrap_err();
+        assert!(e.contains("item 2 of `1,,2` is empty"), "{e}");
     }
 }
