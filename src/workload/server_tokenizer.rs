@@ -19,6 +19,9 @@ use super::{TokenCounter, WorkloadError};
 pub struct ServerTokenizer {
     host: String,
     port: u16,
+    /// Path prefix of the base URL (`/proxy` in `http://h:1/proxy`), kept so
+    /// `/tokenize` goes where the completions go.
+    prefix: String,
     /// `Authorization` header value for servers that need an API key.
     auth: Option<String>,
     conn: std::sync::Mutex<Option<TcpStream>>,
@@ -44,7 +47,14 @@ impl ServerTokenizer {
         let rest = base_url.strip_prefix("http://").ok_or_else(|| {
             WorkloadError::InvalidArgument(format!("`{base_url}` is not an http:// URL"))
         })?;
-        let authority = rest.split('/').next().unwrap_or(rest);
+        let (authority, prefix) = match rest.find('/') {
+            Some(i) => {
+                let path = rest[i..].trim_end_matches('/');
+                // Like the completions client: `/v1` names the API, not the server.
+                (&rest[..i], path.strip_suffix("/v1").unwrap_or(path))
+            }
+            None => (rest, ""),
+        };
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) => (
                 h.to_string(),
@@ -57,6 +67,7 @@ impl ServerTokenizer {
         Ok(Self {
             host,
             port,
+            prefix: prefix.to_string(),
             auth: None,
             conn: std::sync::Mutex::new(None),
         })
@@ -89,7 +100,8 @@ impl ServerTokenizer {
             .map(|a| format!("Authorization: {a}\r\n"))
             .unwrap_or_default();
         let head = format!(
-            "POST /tokenize HTTP/1.1\r\nHost: {}:{}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "POST {}/tokenize HTTP/1.1\r\nHost: {}:{}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            self.prefix,
             self.host,
             self.port,
             body.len()
@@ -256,5 +268,8 @@ mod tests {
         let t = ServerTokenizer::new("http://127.0.0.1:8123/v1").unwrap();
         assert_eq!((t.host.as_str(), t.port), ("127.0.0.1", 8123));
         assert!(ServerTokenizer::new("https://x").is_err());
+        assert_eq!(t.prefix, "");
+        let t = ServerTokenizer::new("http://127.0.0.1:8123/proxy/llm/v1/").unwrap();
+        assert_eq!(t.prefix, "/proxy/llm");
     }
 }
