@@ -169,6 +169,14 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
     if a.output_len == 0 {
         bail!("--output-len must be at least 1");
     }
+    // Prompts are built in memory before the first request: an absurd
+    // length would exhaust memory rather than reach the server.
+    let max = crate::campaign::resolve::MAX_TOKENS;
+    for (flag, n) in [("--input-len", a.input_len), ("--output-len", a.output_len)] {
+        if n > max {
+            bail!("{flag} {n} is beyond any model's context; lengths are limited to {max} tokens");
+        }
+    }
     let slos = a
         .slo
         .iter()
