@@ -207,6 +207,10 @@ fn sigkill_mid_campaign_then_resume_measures_only_what_is_missing() {
     wait_until(Duration::from_secs(60), "five stored cells", || {
         cells(&root).len() >= 5
     });
+    // A second run on the same results is refused while the first holds them.
+    let (code, _, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(&format!("pid {}", child.id())), "{err}");
     child.kill().unwrap();
     child.wait().unwrap();
     wait_until(
