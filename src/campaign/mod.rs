@@ -98,16 +98,16 @@ pub struct RawMeta {
 #[serde(deny_unknown_fields)]
 pub struct RawModel {
     /// Model path or hub id handed to the engine.
-    pub path: String,
+    pub path: Spanned<String>,
     /// Name the server answers to (default: the path).
     #[serde(default)]
     pub name: Option<String>,
     /// Local Hugging Face directory or config.json for the memory model.
     #[serde(default)]
-    pub config: Option<String>,
+    pub config: Option<Spanned<String>>,
     /// tokenizer.json for exact prompt lengths.
     #[serde(default)]
-    pub tokenizer: Option<String>,
+    pub tokenizer: Option<Spanned<String>>,
 }
 
 /// `[engine]`.
@@ -118,7 +118,7 @@ pub struct RawEngine {
     pub kind: EngineKind,
     /// Program and leading arguments (default per engine).
     #[serde(default)]
-    pub executable: Option<Vec<String>>,
+    pub executable: Option<Spanned<Vec<String>>>,
     /// Flags added to every server of the campaign.
     #[serde(default)]
     pub args: Vec<String>,

@@ -397,29 +397,35 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     };
     let results_dir = relative(&base, &results_dir).join(&name);
 
-    let model_path = expand_env(src, 0, &raw.model.path)?;
+    let model_path = expand_env(src, raw.model.path.span().start, raw.model.path.get_ref())?;
     let model = ModelSpec {
         served_name: raw.model.name.clone().unwrap_or_else(|| model_path.clone()),
         path: model_path,
-        config: match raw.model.config.as_deref() {
-            Some(p) => Some(relative(&base, &expand_env(src, 0, p)?)),
+        config: match &raw.model.config {
+            Some(p) => Some(relative(
+                &base,
+                &expand_env(src, p.span().start, p.get_ref())?,
+            )),
             None => None,
         },
-        tokenizer: match raw.model.tokenizer.as_deref() {
-            Some(p) => Some(relative(&base, &expand_env(src, 0, p)?)),
+        tokenizer: match &raw.model.tokenizer {
+            Some(p) => Some(relative(
+                &base,
+                &expand_env(src, p.span().start, p.get_ref())?,
+            )),
             None => None,
         },
     };
     let engine = EngineSpec {
         kind: raw.engine.kind,
-        executable: raw
-            .engine
-            .executable
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|a| expand_env(src, 0, &a).map(|a| resolve_script(&base, a)))
-            .collect::<Result<_, _>>()?,
+        executable: match &raw.engine.executable {
+            Some(exe) => exe
+                .get_ref()
+                .iter()
+                .map(|a| expand_env(src, exe.span().start, a).map(|a| resolve_script(&base, a)))
+                .collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        },
         version: raw.engine.version.clone(),
         url: raw.engine.url.as_ref().map(|u| u.get_ref().clone()),
     };
