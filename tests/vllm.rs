@@ -367,7 +367,7 @@ num_requests = 1
 }
 
 #[test]
-fn vllm_bench_serve_and_servebench_on_one_llamacpp_server_count_output_tokens_differently() {
+fn vllm_bench_serve_and_servebench_on_one_llamacpp_server_both_complete_and_servebench_counts_usage() {
     // Only what is deterministic is asserted here; the timing figures of
     // the same script are for reading (README).
     let script = concat!(
@@ -407,10 +407,11 @@ fn vllm_bench_serve_and_servebench_on_one_llamacpp_server_count_output_tokens_di
     assert!(vllm_done >= 1, "{text}");
     // The server's usage: with ignore_eos, exactly what was asked.
     assert_eq!(sb["output_tokens"], 8 * 32, "{text}");
-    // vLLM's client re-tokenizes the streamed text instead.
-    assert_ne!(
-        vllm["output_tokens"].as_u64().unwrap(),
-        vllm_done * 32,
+    // vLLM's client re-tokenizes the streamed text instead: usually a
+    // different count, equal only by coincidence, never far from it.
+    let vllm_tokens = vllm["output_tokens"].as_u64().unwrap();
+    assert!(
+        vllm_tokens >= vllm_done && vllm_tokens <= vllm_done * 32 * 2,
         "{text}"
     );
     for r in [sb, vllm] {
