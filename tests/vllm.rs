@@ -367,7 +367,8 @@ num_requests = 1
 }
 
 #[test]
-fn vllm_bench_serve_and_servebench_on_one_llamacpp_server_both_complete_and_servebench_counts_usage() {
+fn vllm_bench_serve_and_servebench_on_one_llamacpp_server_both_complete_and_servebench_counts_usage(
+) {
     // Only what is deterministic is asserted here; the timing figures of
     // the same script are for reading (README).
     let script = concat!(
