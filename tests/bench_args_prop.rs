@@ -147,7 +147,7 @@ proptest! {
             }
             Ok(cli) => {
                 let Command::Bench(a) = cli.command else { unreachable!() };
-                if let Err(e) = servebench::bench::check_args(&a) {
+                if let Err(e) = servebench::cmd::bench::check_args(&a) {
                     let msg = format!("{e:#}");
                     prop_assert!(msg.contains("--"), "error names no flag: {msg} for {argv:?}");
                 }

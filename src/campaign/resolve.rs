@@ -50,7 +50,7 @@ pub struct Hardware {
     pub exclude_gpus: Vec<u32>,
     /// Memory of one GPU.
     pub gpu_memory_bytes: Option<u64>,
-    /// The GPU model's canonical name (see `plan::eta::GPUS`).
+    /// The GPU model's canonical name (see `memory::gpus::GPUS`).
     #[serde(default)]
     pub gpu: Option<String>,
     /// Use GPUs that other processes already hold memory on.
@@ -460,16 +460,18 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
 
     let gpu = match &raw.hardware.gpu {
         None => None,
-        Some(g) => Some(crate::plan::eta::gpu_by_name(g.get_ref()).ok_or_else(|| {
-            src.error(
-                g,
-                format!(
-                    "unknown GPU `{}`; known: {}",
-                    g.get_ref(),
-                    crate::plan::eta::gpu_names()
-                ),
-            )
-        })?),
+        Some(g) => Some(
+            crate::memory::gpus::gpu_by_name(g.get_ref()).ok_or_else(|| {
+                src.error(
+                    g,
+                    format!(
+                        "unknown GPU `{}`; known: {}",
+                        g.get_ref(),
+                        crate::memory::gpus::gpu_names()
+                    ),
+                )
+            })?,
+        ),
     };
     let gpu_memory_bytes = match &raw.hardware.gpu_memory {
         // A named GPU brings its memory size.

@@ -22,6 +22,49 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Endpoint;
 use crate::failure::{Failure, FailureClass};
+use crate::util::shell::shell_words;
+
+/// What the launcher is asked to start for group `g` on `port` with `gpus`:
+/// the one builder behind both `run` and `plan --show-commands`.
+pub fn start_request(
+    c: &crate::campaign::Campaign,
+    g: &crate::plan::ServerGroup,
+    launcher: &Launcher,
+    port: u16,
+    gpus: &[u32],
+    log: std::path::PathBuf,
+    self_exe: &str,
+) -> Result<StartRequest, crate::engine::EngineError> {
+    let mut spec = g.spec.clone();
+    spec.port = port;
+    spec.host = bind_host(launcher).to_string();
+    let argv = crate::engine::command_line(&spec, self_exe)?;
+    let mut env = spec.env.clone();
+    if !gpus.is_empty() {
+        env.insert(
+            "CUDA_VISIBLE_DEVICES".into(),
+            gpus.iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+    }
+    let header = format!(
+        "{} launch of {}: {}",
+        crate::util::units::now_rfc3339(),
+        g.server.id,
+        shell_words(&argv)
+    );
+    Ok(StartRequest {
+        argv,
+        env,
+        log,
+        header,
+        port,
+        unit: systemd::unit_name(&[&c.name, &g.server.id]),
+        grace: c.run.grace_period,
+    })
+}
 
 /// Poll `path` on `endpoint` until it answers 200, the process dies
 /// (`exited` returns its status), the timeout passes, or `cancel` fires.
@@ -210,7 +253,6 @@ pub fn show_commands(
     self_exe: &str,
     forward: &[String],
 ) -> String {
-    use crate::plan::shell_words;
     let store = crate::store::Store::new(&c.results_dir);
     let mut out = String::new();
     for g in plan.groups.iter().filter(|g| g.needs_launch()) {
@@ -248,17 +290,13 @@ pub fn show_commands(
                     .take(g.server.tp as usize)
                     .collect();
                 let (log, _) = store.log_path(&g.server.id);
-                let req =
-                    match crate::runner::start_request(c, g, l, SHOWN_PORT, &gpus, log, self_exe) {
-                        Ok(r) => r,
-                        Err(e) => {
-                            out.push_str(&format!(
-                                "server {}: cannot launch: {e}\n\n",
-                                g.server.id
-                            ));
-                            continue;
-                        }
-                    };
+                let req = match start_request(c, g, l, SHOWN_PORT, &gpus, log, self_exe) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        out.push_str(&format!("server {}: cannot launch: {e}\n\n", g.server.id));
+                        continue;
+                    }
+                };
                 out.push_str(&format!("server {}:\n", g.server.id));
                 match l {
                     Launcher::Ssh {

@@ -21,7 +21,7 @@ use crate::campaign::launcher::SshTarget;
 use crate::failure::{Failure, FailureClass};
 use crate::launcher::local::{describe_exit, read_tail, LaunchSpec, LocalServer};
 use crate::launcher::StartRequest;
-use crate::plan::shell_words;
+use crate::util::shell::shell_words;
 
 /// Marker lines the remote supervisor prints.
 const PGID_MARK: &str = "servebench-remote: process group ";

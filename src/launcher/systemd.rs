@@ -17,7 +17,7 @@ use crate::campaign::launcher::SshTarget;
 use crate::failure::{Failure, FailureClass};
 use crate::launcher::local::read_tail;
 use crate::launcher::StartRequest;
-use crate::plan::shell_words;
+use crate::util::shell::shell_words;
 
 /// The command lines that manage one unit.
 #[derive(Debug, Clone, PartialEq)]

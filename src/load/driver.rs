@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::schedule::{ArrivalClock, LoadShape};
 use crate::client::record::RequestRecord;
 use crate::client::Endpoint;
-use crate::metrics::live::LiveView;
+use crate::load::live::LiveView;
 use crate::workload::{messages_for_turn, ChatMessage, Scenario};
 
 /// One request ready to be sent.

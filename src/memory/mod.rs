@@ -19,6 +19,7 @@
 //! figure is per GPU (one TP rank); the module is pure (no I/O, no clocks),
 //! so equal inputs give equal outputs.
 
+pub mod gpus;
 mod hf_config;
 #[cfg(test)]
 mod tests;

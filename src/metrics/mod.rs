@@ -21,7 +21,6 @@
 pub mod goodput;
 pub mod judge;
 pub mod level;
-pub mod live;
 pub mod stats;
 
 /// One sentence per metric, copied into every result file.

@@ -7,7 +7,7 @@
 //!   `--crash-after` fault, after which no cell of that server runs;
 //! - `vllm`/`sglang` on a known GPU: a decode step reads the weights on one
 //!   GPU plus the KV cache of every running sequence, at a share of the GPU's
-//!   memory bandwidth ([`GPUS`]); prefill is compute-bound at a share of its
+//!   memory bandwidth ([`crate::memory::gpus::GPUS`]); prefill is compute-bound at a share of its
 //!   dense BF16 throughput;
 //! - `llamacpp` (and GPU engines with no GPU): CPU speed from the model's
 //!   bytes at an effective memory bandwidth measured on the test machines.
@@ -23,117 +23,8 @@ use serde::Serialize;
 use crate::campaign::{Campaign, PromptSource, ServerConfig, WorkloadPoint};
 use crate::engine::EngineKind;
 use crate::load::schedule::LoadShape;
+use crate::memory::gpus::GpuSpec;
 use crate::sim::SimConfig;
-
-/// One GPU model's figures, from the vendor's datasheet.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct GpuSpec {
-    /// Names accepted in `[hardware] gpu` (lowercase, first is canonical).
-    pub names: &'static [&'static str],
-    /// Memory of one GPU, GiB (datasheet GB, rounded).
-    pub memory_gib: f64,
-    /// Peak memory bandwidth, bytes/s.
-    pub bandwidth: f64,
-    /// Dense BF16 tensor throughput, FLOP/s.
-    pub bf16_flops: f64,
-    /// Where the numbers come from.
-    pub source: &'static str,
-}
-
-/// Common serving GPUs (peak figures; the model applies achievable shares).
-pub const GPUS: &[GpuSpec] = &[
-    GpuSpec {
-        names: &["h100", "h100-sxm", "h100-sxm5"],
-        memory_gib: 80.0,
-        bandwidth: 3.35e12,
-        bf16_flops: 989e12,
-        source: "NVIDIA H100 Tensor Core GPU datasheet, SXM5: 3.35 TB/s, 989 TFLOPS BF16 dense",
-    },
-    GpuSpec {
-        names: &["h100-pcie"],
-        memory_gib: 80.0,
-        bandwidth: 2.0e12,
-        bf16_flops: 756e12,
-        source: "NVIDIA H100 datasheet, PCIe: 2.0 TB/s, 756 TFLOPS BF16 dense",
-    },
-    GpuSpec {
-        names: &["h100-nvl"],
-        memory_gib: 94.0,
-        bandwidth: 3.9e12,
-        bf16_flops: 835e12,
-        source: "NVIDIA H100 datasheet, NVL: 3.9 TB/s, 835 TFLOPS BF16 dense",
-    },
-    GpuSpec {
-        names: &["h200", "h200-sxm"],
-        memory_gib: 141.0,
-        bandwidth: 4.8e12,
-        bf16_flops: 989e12,
-        source: "NVIDIA H200 Tensor Core GPU datasheet, SXM: 4.8 TB/s, 989 TFLOPS BF16 dense",
-    },
-    GpuSpec {
-        names: &["b200"],
-        memory_gib: 180.0,
-        bandwidth: 7.7e12,
-        bf16_flops: 2250e12,
-        source: "NVIDIA HGX B200 datasheet, per GPU: 180 GB, 7.7 TB/s, 2.25 PFLOPS BF16 dense",
-    },
-    GpuSpec {
-        names: &["a100", "a100-80gb", "a100-sxm"],
-        memory_gib: 80.0,
-        bandwidth: 2.039e12,
-        bf16_flops: 312e12,
-        source: "NVIDIA A100 Tensor Core GPU datasheet, 80GB SXM: 2,039 GB/s, 312 TFLOPS BF16",
-    },
-    GpuSpec {
-        names: &["a100-40gb"],
-        memory_gib: 40.0,
-        bandwidth: 1.555e12,
-        bf16_flops: 312e12,
-        source: "NVIDIA A100 datasheet, 40GB SXM: 1,555 GB/s, 312 TFLOPS BF16",
-    },
-    GpuSpec {
-        names: &["l40s"],
-        memory_gib: 48.0,
-        bandwidth: 864e9,
-        bf16_flops: 362e12,
-        source: "NVIDIA L40S datasheet: 864 GB/s, 362 TFLOPS BF16 dense (733 with sparsity)",
-    },
-    GpuSpec {
-        names: &["l4"],
-        memory_gib: 24.0,
-        bandwidth: 300e9,
-        bf16_flops: 121e12,
-        source: "NVIDIA L4 datasheet: 300 GB/s, 121 TFLOPS BF16 dense (242 with sparsity)",
-    },
-    GpuSpec {
-        names: &["a10", "a10g"],
-        memory_gib: 24.0,
-        bandwidth: 600e9,
-        bf16_flops: 125e12,
-        source: "NVIDIA A10 datasheet: 600 GB/s, 125 TFLOPS BF16 dense",
-    },
-    GpuSpec {
-        names: &["mi300x"],
-        memory_gib: 192.0,
-        bandwidth: 5.3e12,
-        bf16_flops: 1307e12,
-        source: "AMD Instinct MI300X datasheet: 5.3 TB/s, 1,307 TFLOPS BF16 dense",
-    },
-];
-
-/// Look a GPU up by name (case and `_`/space insensitive).
-pub fn gpu_by_name(name: &str) -> Option<&'static GpuSpec> {
-    let n = name.trim().to_lowercase().replace(['_', ' '], "-");
-    GPUS.iter().find(|g| g.names.contains(&n.as_str()))
-}
-
-/// The accepted GPU names, for error messages.
-pub fn gpu_names() -> String {
-    GPUS.iter()
-        .map(|g| g.names[0])
-        .collect::<Vec<_>>()
-        .join(", ")
-}
 
 /// Share of peak memory bandwidth a decode step reaches (vLLM/SGLang at
 /// small batch typically reach 60–75 % of peak).
@@ -151,13 +42,29 @@ pub const CPU_BYTES_PER_S_PER_THREAD: f64 = 3.6e9;
 /// CPU prefill throughput of short prompts relative to single-stream decode
 /// (tokens/s ratio): 44-token prompts prefill in ~0.35 s on the test machines.
 pub const CPU_PREFILL_OVER_DECODE: f64 = 3.5;
-/// Prompt length at which a CPU prefill's per-token cost doubles: 1,500
-/// tokens take ~29 s on one thread, against ~12 s at the short-prompt rate.
-pub const CPU_PREFILL_QUADRATIC_TOKENS: f64 = 1000.0;
+/// Prompt length at which a llama.cpp CPU prefill's per-token cost doubles:
+/// 1,500-token prompts took 19–29 s (median 23 s) on one thread, against
+/// ~11.5 s at the short-prompt rate.
+pub const CPU_PREFILL_QUADRATIC_TOKENS: f64 = 1500.0;
+/// Share of a llama.cpp CPU decode pass that each running sequence adds:
+/// one thread measured TPOT 27–30 ms alone, 36–49 ms with two and 68 ms
+/// with four running (SmolLM2-135M Q4_1), i.e. a step of about
+/// (0.5 + 0.5 × running) passes.
+pub const CPU_STEP_SHARE_PER_SEQ: f64 = 0.5;
+/// Fixed cost of one vLLM/SGLang step when they run on CPU (Python
+/// scheduler, torch dispatch), s: vLLM 0.32's CPU build on two threads
+/// measured 63–135 ms per step for a 269 MB model whose weights stream in
+/// ~37 ms, nearly flat from one to four running sequences.
+pub const CPU_ENGINE_STEP_OVERHEAD_S: f64 = 0.04;
+/// vLLM/SGLang CPU prefill throughput relative to one weight pass (tokens
+/// per pass time): their batched matmuls prefilled 1,000 and 1,900 tokens in
+/// 1.5 s and 2.0 s (≈ 900 tok/s for a 37 ms pass), linear at these lengths.
+pub const CPU_ENGINE_PREFILL_TOKENS_PER_PASS: f64 = 30.0;
+/// vLLM/SGLang's fixed time to first token on CPU (tokenize, schedule, one
+/// step), s: 100-token prompts answered their first token in 0.23–0.32 s.
+pub const CPU_ENGINE_REQUEST_OVERHEAD_S: f64 = 0.15;
 /// Share of drafted tokens a draft model gets accepted, for the prior.
 pub const DRAFT_ACCEPTANCE_PRIOR: f64 = 0.3;
-/// Fixed cost of one vLLM/SGLang step when they run on CPU (Python scheduler), s.
-pub const CPU_ENGINE_STEP_OVERHEAD_S: f64 = 0.01;
 /// Time servebench spends around each cell (source, scrapes, result file), s.
 pub const CELL_OVERHEAD_S: f64 = 0.15;
 /// Time to stop a server, s.
@@ -313,17 +220,28 @@ pub struct Facts {
 
 /// Start-up prior, s: sim and llama.cpp start in about a second, vLLM and
 /// SGLang in about a minute plus weight loading, more with TP.
-pub fn startup_prior_s(engine: EngineKind, weights_total_bytes: Option<f64>, tp: u32) -> f64 {
+///
+/// `eager`: the engine was told to skip compilation and graph capture
+/// (vLLM `--enforce-eager`, SGLang `--disable-cuda-graph`).
+pub fn startup_prior_s(
+    engine: EngineKind,
+    weights_total_bytes: Option<f64>,
+    tp: u32,
+    eager: bool,
+) -> f64 {
     let gb = weights_total_bytes.unwrap_or(0.0) / 1e9;
+    // With --enforce-eager the 135M model came up in 38–60 s (mean 47 s)
+    // on 2 CPU cores; compiling adds about 15 s there, minutes on GPUs.
+    let compile = if eager { 0.0 } else { 15.0 };
     let extra_ranks = tp.saturating_sub(1) as f64;
     match engine {
         EngineKind::Sim => 0.2,
         // Reading the GGUF dominates after process start.
         EngineKind::Llamacpp => 1.2 + gb / 1.0,
-        // Imports, engine core, profiling and (on GPU) torch.compile and CUDA
-        // graph capture: ~60 s for a 135M model on 2 CPU cores (REAL-COMPONENTS.md).
-        EngineKind::Vllm => 60.0 + gb / 1.5 + 15.0 * extra_ranks,
-        EngineKind::Sglang => 50.0 + gb / 1.5 + 10.0 * extra_ranks,
+        // Imports, engine core, profiling and (unless eager) torch.compile and
+        // CUDA graph capture: ~60 s for a 135M model on 2 CPU cores (REAL-COMPONENTS.md).
+        EngineKind::Vllm => 45.0 + compile + gb / 1.5 + 15.0 * extra_ranks,
+        EngineKind::Sglang => 35.0 + compile + gb / 1.5 + 10.0 * extra_ranks,
         EngineKind::Openai => 0.0,
         EngineKind::Command => 5.0,
     }
@@ -420,28 +338,49 @@ pub fn gpu_speed(gpu: &GpuSpec, weights: f64, kv_per_token: f64, layers: u32, tp
 /// CPU speed (llama.cpp, or vLLM/SGLang's CPU builds) from the model's bytes.
 pub fn cpu_speed(engine: EngineKind, model_bytes: f64, threads: u32) -> Speed {
     let bw = CPU_BYTES_PER_S_PER_THREAD * threads.clamp(1, 8) as f64;
-    let t1 = model_bytes / bw;
-    let overhead = match engine {
-        EngineKind::Llamacpp => 0.0,
-        _ => CPU_ENGINE_STEP_OVERHEAD_S,
-    };
-    Speed {
-        request_overhead_s: 0.01,
-        prefill_tok_s: CPU_PREFILL_OVER_DECODE / t1.max(1e-6),
-        serial_prefill: true,
-        prefill_quadratic_tokens: Some(CPU_PREFILL_QUADRATIC_TOKENS),
-        // One thread is compute-bound: each extra sequence costs nearly a full pass.
-        step_base_s: 0.15 * t1 + overhead,
-        step_per_seq_s: 0.85 * t1,
-        kv_s_per_token: 0.0,
-        tokens_per_step: 1.0,
-        max_running: None,
-        crash_after: None,
-        basis: format!(
-            "CPU: {:.0} MB of weights at {:.1} GB/s ({threads} thread(s), measured llama.cpp rate)",
-            model_bytes / 1e6,
-            bw / 1e9
-        ),
+    // One pass over the weights.
+    let t1 = (model_bytes / bw).max(1e-6);
+    let basis = format!(
+        "CPU: {:.0} MB of weights at {:.1} GB/s ({threads} thread(s), measured {} rate)",
+        model_bytes / 1e6,
+        bw / 1e9,
+        if engine == EngineKind::Llamacpp {
+            "llama.cpp"
+        } else {
+            "vLLM CPU"
+        }
+    );
+    match engine {
+        // Compute-bound kernels: prefills queue, attention grows with the
+        // prompt, and each running sequence adds a share of a pass.
+        EngineKind::Llamacpp => Speed {
+            request_overhead_s: 0.01,
+            prefill_tok_s: CPU_PREFILL_OVER_DECODE / t1,
+            serial_prefill: true,
+            prefill_quadratic_tokens: Some(CPU_PREFILL_QUADRATIC_TOKENS),
+            step_base_s: (1.0 - CPU_STEP_SHARE_PER_SEQ) * t1,
+            step_per_seq_s: CPU_STEP_SHARE_PER_SEQ * t1,
+            kv_s_per_token: 0.0,
+            tokens_per_step: 1.0,
+            max_running: None,
+            crash_after: None,
+            basis,
+        },
+        // The Python engines batch prefills into large matmuls and pay a
+        // per-step scheduling cost that dwarfs each extra sequence.
+        _ => Speed {
+            request_overhead_s: CPU_ENGINE_REQUEST_OVERHEAD_S,
+            prefill_tok_s: CPU_ENGINE_PREFILL_TOKENS_PER_PASS / t1,
+            serial_prefill: false,
+            prefill_quadratic_tokens: None,
+            step_base_s: t1 + CPU_ENGINE_STEP_OVERHEAD_S,
+            step_per_seq_s: 0.1 * t1,
+            kv_s_per_token: 0.0,
+            tokens_per_step: 1.0,
+            max_running: None,
+            crash_after: None,
+            basis,
+        },
     }
 }
 
@@ -809,6 +748,7 @@ impl Estimator {
 mod tests {
     use super::*;
     use crate::client::openai::Api;
+    use crate::memory::gpus::gpu_by_name;
 
     fn point(c: u32, n: u64, input: u64, output: u64) -> WorkloadPoint {
         WorkloadPoint {
@@ -922,24 +862,42 @@ mod tests {
         let s = cpu_speed(EngineKind::Llamacpp, 98e6, 1);
         let tok_s = 1.0 / (s.step_base_s + s.step_per_seq_s);
         assert!((30.0..=45.0).contains(&tok_s), "{tok_s}");
-        // Two at once share the thread: aggregate about the same, not double.
-        let two = 2.0 / (s.step_base_s + 2.0 * s.step_per_seq_s);
-        assert!(two < tok_s * 1.3, "{two} vs {tok_s}");
+        // Four at once share the thread: 1.5–1.7× the aggregate, not 4×.
+        let four = 4.0 / (s.step_base_s + 4.0 * s.step_per_seq_s);
+        assert!((1.4..=1.8).contains(&(four / tok_s)), "{four} vs {tok_s}");
+        // 1,500-token prompt: about 23 s on one thread.
+        let prefill = s.request_s(1500.0, 0.0, 1.0);
+        assert!((18.0..=28.0).contains(&prefill), "{prefill}");
+    }
+
+    #[test]
+    fn vllm_on_cpu_prefills_in_batches_and_pays_a_flat_step() {
+        // SmolLM2-135M BF16 (269 MB) on vLLM's CPU build, two threads.
+        let s = cpu_speed(EngineKind::Vllm, 269e6, 2);
+        let step1 = s.step_base_s + s.step_per_seq_s;
+        let step4 = s.step_base_s + 4.0 * s.step_per_seq_s;
+        assert!((0.06..=0.12).contains(&step1), "{step1}");
+        assert!(step4 < 1.5 * step1, "{step4} vs {step1}");
+        // First token of 1,900 prompt tokens: ~2 s measured, not llama.cpp's minute.
+        let ttft = s.request_s(1900.0, 1.0, 1.0);
+        assert!((1.2..=3.5).contains(&ttft), "{ttft}");
     }
 
     #[test]
     fn startup_priors_separate_quick_engines_from_minutes_long_ones() {
-        assert!(startup_prior_s(EngineKind::Sim, None, 1) < 1.0);
-        let l = startup_prior_s(EngineKind::Llamacpp, Some(98e6), 1);
+        assert!(startup_prior_s(EngineKind::Sim, None, 1, false) < 1.0);
+        let l = startup_prior_s(EngineKind::Llamacpp, Some(98e6), 1, false);
         assert!((1.0..3.0).contains(&l), "{l}");
-        // A 135M vLLM on CPU: about a minute.
-        let v = startup_prior_s(EngineKind::Vllm, Some(270e6), 1);
+        // A 135M vLLM on CPU: about a minute, 38–60 s measured when eager.
+        let v = startup_prior_s(EngineKind::Vllm, Some(270e6), 1, false);
         assert!((55.0..70.0).contains(&v), "{v}");
-        let big = startup_prior_s(EngineKind::Vllm, Some(16e9), 2);
+        let eager = startup_prior_s(EngineKind::Vllm, Some(270e6), 1, true);
+        assert!((38.0..60.0).contains(&eager), "{eager}");
+        let big = startup_prior_s(EngineKind::Vllm, Some(16e9), 2, false);
         assert!(big > v + 20.0);
         assert!(
-            startup_prior_s(EngineKind::Sglang, Some(16e9), 8)
-                > startup_prior_s(EngineKind::Sglang, Some(16e9), 1)
+            startup_prior_s(EngineKind::Sglang, Some(16e9), 8, false)
+                > startup_prior_s(EngineKind::Sglang, Some(16e9), 1, false)
         );
     }
 

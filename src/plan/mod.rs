@@ -17,6 +17,8 @@ use crate::engine::{self, ServerSpec};
 use crate::store::identity::{cell_identity, model_config_digest};
 use crate::store::{CellStatus, StoreIndex, StoredCell};
 use crate::ui::table;
+use crate::util::shell::shell_words;
+use crate::util::units::{fmt_eta, fmt_s};
 use filter::Filter;
 
 /// What `run` will do with a cell.
@@ -380,7 +382,11 @@ fn prior_for(
         layers: model_info
             .and_then(|m| m.as_ref().ok())
             .map(|m| m.num_layers),
-        gpu: c.hardware.gpu.as_deref().and_then(eta::gpu_by_name),
+        gpu: c
+            .hardware
+            .gpu
+            .as_deref()
+            .and_then(crate::memory::gpus::gpu_by_name),
     };
     let speed = eta::prior_speed(c, s, command.as_deref(), &facts);
     let startup = if c.run.startup_given {
@@ -390,7 +396,11 @@ fn prior_for(
             .weights_bytes_per_gpu
             .map(|w| w * s.tp.max(1) as f64)
             .or_else(|| eta::model_file_bytes(std::path::Path::new(&c.model.path)));
-        eta::startup_prior_s(c.engine.kind, total, s.tp)
+        let eager = command.as_deref().is_some_and(|argv| {
+            argv.iter()
+                .any(|a| a == "--enforce-eager" || a == "--disable-cuda-graph")
+        });
+        eta::startup_prior_s(c.engine.kind, total, s.tp, eager)
     };
     (speed, startup)
 }
@@ -512,42 +522,4 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
         out.push_str(&format!("warning: unreadable stored result {u}\n"));
     }
     out
-}
-
-/// Like [`fmt_s`], with a tenth of a second below 10 s.
-pub fn fmt_eta(s: f64) -> String {
-    if s < 10.0 {
-        format!("{:.1}s", s.max(0.0))
-    } else {
-        fmt_s(s)
-    }
-}
-
-/// Seconds as `1h02m`, `3m05s` or `42s`.
-pub fn fmt_s(s: f64) -> String {
-    let s = s.max(0.0).round() as u64;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
-    }
-}
-
-/// Quote an argv for display as one shell line.
-pub fn shell_words(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| {
-            if !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c))
-            {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }

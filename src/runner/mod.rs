@@ -11,6 +11,7 @@
 pub mod eta;
 pub mod lock;
 pub mod parallel;
+pub mod slurm;
 pub mod summary;
 pub mod telemetry;
 
@@ -23,17 +24,19 @@ use tokio_util::sync::CancellationToken;
 use crate::campaign::launcher::Launcher;
 use crate::campaign::{Campaign, PromptSource, WorkloadPoint};
 use crate::client::Endpoint;
-use crate::engine::{self, EngineKind};
+use crate::engine::EngineKind;
 use crate::failure::{Failure, FailureClass};
-use crate::launcher::{wait_healthy, ServerHandle, StartRequest};
+use crate::launcher::{wait_healthy, ServerHandle};
 use crate::load::driver::{run_level, HttpExecutor, LevelPlan, StopCondition};
+use crate::load::live::LiveView;
 use crate::load::workloads::{build_source, length_warnings, Prompts, SourceSpec};
 use crate::metrics::level::{summarize, LevelSummary};
-use crate::metrics::live::LiveView;
-use crate::plan::{self, fmt_s, PlanOptions, PlannedCell, ServerGroup, Verdict};
+use crate::plan::{self, PlanOptions, PlannedCell, ServerGroup, Verdict};
 use crate::store::identity::METHOD_VERSION;
 use crate::store::{CellResult, CellStatus, ServerRun, Store, CELL_SCHEMA_VERSION};
 use crate::util::proc;
+use crate::util::shell::shell_words;
+use crate::util::units::{fmt_s, now_rfc3339};
 
 /// Options of `servebench run`.
 #[derive(Debug, Clone, Default)]
@@ -65,11 +68,6 @@ pub struct RunOutcome {
     pub failed: usize,
     /// Whether the run was interrupted.
     pub interrupted: bool,
-}
-
-/// Now as RFC 3339.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 /// Run a campaign.
@@ -117,7 +115,7 @@ pub async fn run_campaign(
         }
     }
     if matches!(c.launcher, Launcher::Slurm(_)) && !opts.local {
-        crate::launcher::slurm::submit(
+        slurm::submit(
             c,
             &plan,
             &store,
@@ -229,21 +227,20 @@ async fn launch(
     let self_exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    let mut req = start_request(c, g, slot.launcher, port, &slot.gpus, log_path, &self_exe)
-        .map_err(|e| {
-            (
-                Failure::new(FailureClass::StartFailed, e.to_string()),
-                run.clone(),
-            )
-        })?;
+    let mut req =
+        crate::launcher::start_request(c, g, slot.launcher, port, &slot.gpus, log_path, &self_exe)
+            .map_err(|e| {
+                (
+                    Failure::new(FailureClass::StartFailed, e.to_string()),
+                    run.clone(),
+                )
+            })?;
     req.header = format!(
         "{} launch {} of {}: {}",
         now_rfc3339(),
         launch_no,
         g.server.id,
-        crate::util::secret::scrub_str(&plan::shell_words(&crate::util::secret::redact_argv(
-            &req.argv
-        )))
+        crate::util::secret::scrub_str(&shell_words(&crate::util::secret::redact_argv(&req.argv)))
     );
     run.gpus = slot.gpus.clone();
     run.command = crate::util::secret::redact_argv(&req.argv);
@@ -288,48 +285,6 @@ async fn launch(
             Err((f, run))
         }
     }
-}
-
-/// What the launcher is asked to start for group `g` on `port` with `gpus`:
-/// the one builder behind both `run` and `plan --show-commands`.
-pub fn start_request(
-    c: &Campaign,
-    g: &ServerGroup,
-    launcher: &Launcher,
-    port: u16,
-    gpus: &[u32],
-    log: std::path::PathBuf,
-    self_exe: &str,
-) -> Result<StartRequest, engine::EngineError> {
-    let mut spec = g.spec.clone();
-    spec.port = port;
-    spec.host = crate::launcher::bind_host(launcher).to_string();
-    let argv = engine::command_line(&spec, self_exe)?;
-    let mut env = spec.env.clone();
-    if !gpus.is_empty() {
-        env.insert(
-            "CUDA_VISIBLE_DEVICES".into(),
-            gpus.iter()
-                .map(|g| g.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-    }
-    let header = format!(
-        "{} launch of {}: {}",
-        now_rfc3339(),
-        g.server.id,
-        plan::shell_words(&argv)
-    );
-    Ok(StartRequest {
-        argv,
-        env,
-        log,
-        header,
-        port,
-        unit: crate::launcher::systemd::unit_name(&[&c.name, &g.server.id]),
-        grace: c.run.grace_period,
-    })
 }
 
 /// Run one server group; returns whether the whole campaign must stop.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::metrics::live::LiveView;
+use crate::load::live::LiveView;
 
 pub mod table;
 
@@ -86,7 +86,7 @@ impl LevelProgress {
                 if let Some(c) = campaign {
                     msg.push_str(&format!(
                         "  campaign ETA {}",
-                        crate::plan::fmt_s(campaign_left_s(left, c, elapsed))
+                        crate::util::units::fmt_s(campaign_left_s(left, c, elapsed))
                     ));
                 }
                 if let Some(b) = &bar {

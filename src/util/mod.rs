@@ -1,6 +1,8 @@
-//! Small helpers shared across modules: unit parsing and atomic file writes.
+//! Small helpers shared across modules: units and their formatting, shell
+//! quoting, atomic file writes, process helpers and secret redaction.
 
 pub mod fsx;
 pub mod proc;
 pub mod secret;
+pub mod shell;
 pub mod units;

@@ -1,4 +1,5 @@
-//! Parsing of human-written durations, lists and SLO specifications.
+//! Parsing of human-written durations, lists and SLO specifications, and
+//! the formatting of durations and timestamps.
 //!
 //! Durations accept `humantime` syntax (`200ms`, `1.5s`, `10m`); a bare
 //! number is rejected because its unit would be a guess.
@@ -105,6 +106,32 @@ pub fn parse_slo(s: &str) -> Result<Slo, String> {
         return Err("empty SLO; write e.g. ttft=200ms,tpot=50ms".into());
     }
     Ok(slo)
+}
+
+/// Like [`fmt_s`], with a tenth of a second below 10 s.
+pub fn fmt_eta(s: f64) -> String {
+    if s < 10.0 {
+        format!("{:.1}s", s.max(0.0))
+    } else {
+        fmt_s(s)
+    }
+}
+
+/// Seconds as `1h02m`, `3m05s` or `42s`.
+pub fn fmt_s(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Now as RFC 3339.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use servebench::bench::BenchResult;
 use servebench::cli::{Cli, Command as Sub};
+use servebench::cmd::bench::BenchResult;
 use servebench::sim::{self, SimConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -76,10 +76,10 @@ pub async fn bench(args: &[&str]) -> (BenchResult, bool) {
     let Sub::Bench(a) = Cli::try_parse_from(argv).unwrap().command else {
         unreachable!()
     };
-    let all_ok = servebench::bench::run(a, CancellationToken::new())
+    let all_ok = servebench::cmd::bench::run(a, CancellationToken::new())
         .await
         .unwrap()
-        == servebench::bench::BenchEnd::AllOk;
+        == servebench::cmd::bench::BenchEnd::AllOk;
     let bytes = std::fs::read(&out).unwrap();
     (serde_json::from_slice(&bytes).unwrap(), all_ok)
 }

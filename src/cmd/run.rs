@@ -1,0 +1,72 @@
+//! `servebench run`: measure every planned cell, print the summary, write
+//! the report, and turn the outcome into the exit code.
+
+use std::process::ExitCode;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{EXIT_INTERRUPTED, EXIT_SOME_FAILED};
+use crate::{campaign, cli, report, runner, store};
+
+/// `servebench run`: measure the campaign, then summarise and report.
+pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    let c = campaign::load_campaign(&a.campaign)?;
+    let opts = runner::RunOptions {
+        plan: super::plan::plan_options(&a.select)?,
+        fail_fast: a.fail_fast,
+        dry_run: a.dry_run,
+        parallel: a.parallel as usize,
+        local: a.local,
+        job_args: super::plan::job_args(&a.select),
+    };
+    // Slurm and ssh jobs run `run --local` side by side on one results tree,
+    // so only a run that measures on this machine by itself takes the lock.
+    let _lock =
+        if !a.dry_run && !a.local && matches!(c.launcher, campaign::launcher::Launcher::Local) {
+            Some(runner::lock::acquire(&c.results_dir)?)
+        } else {
+            None
+        };
+    let outcome = runner::run_campaign(&c, &opts, cancel).await?;
+    if a.dry_run {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let store = store::Store::new(&c.results_dir);
+    let cells = runner::summary::current_cells(&c, &store);
+    print!("{}", runner::summary::render(&c, &cells));
+    eprintln!(
+        "{} servers launched, {} cells measured, {} reused, {} failed; results in {}",
+        outcome.launches,
+        outcome.measured,
+        outcome.cached,
+        outcome.failed,
+        c.results_dir.display()
+    );
+    // The campaign's description lets `report` find the baseline and order
+    // later; the report itself is best effort: a failure to write it must
+    // not hide the run's own outcome.
+    match report::write_for_campaign(&c) {
+        Ok(Some(p)) => eprintln!("report: {}", p.display()),
+        Ok(None) => {}
+        Err(e) => eprintln!("report not written: {e:#}"),
+    }
+    if outcome.interrupted {
+        eprintln!("interrupted: finished cells are stored; run again to resume");
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    // The campaign as written now decides what is expected, not the stored copy.
+    let expected: std::collections::BTreeSet<&str> = c
+        .servers
+        .iter()
+        .filter(|s| s.expected_failure)
+        .map(|s| s.id.as_str())
+        .collect();
+    let any_failed = cells
+        .iter()
+        .any(|r| r.status.is_failure() && !expected.contains(r.server_id.as_str()));
+    Ok(if any_failed {
+        ExitCode::from(EXIT_SOME_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

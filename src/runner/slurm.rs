@@ -1,0 +1,330 @@
+//! Running a campaign on Slurm: submit one job per server group (scripts
+//! from `launcher::slurm`), poll `squeue`, show progress from the cells
+//! landing in the results directory, and on Ctrl-C/SIGTERM cancel the jobs
+//! with `scancel`. When a job ends in any state but COMPLETED (cancelled,
+//! pre-empted, timed out, node failure), the cells it did not finish are
+//! stored as `not_run` with a `scheduler` failure naming the job, its final
+//! state and Slurm's reason; finished cells stay, so the next `run` submits
+//! only what is missing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::campaign::launcher::Launcher;
+use crate::campaign::Campaign;
+use crate::failure::{Failure, FailureClass};
+use crate::launcher::slurm::{job_paths, job_script, sbatch_argv, JobSpec};
+use crate::plan::{Plan, ServerGroup};
+use crate::store::{CellStatus, Store};
+use crate::util::shell::shell_words;
+
+use super::{base_result, RunOutcome};
+
+async fn output_of(argv: &[String]) -> Result<String, String> {
+    let out = tokio::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`{}` failed ({}): {}",
+            shell_words(argv),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// A submitted job.
+struct Job<'a> {
+    id: String,
+    group: &'a ServerGroup,
+    output: PathBuf,
+    state: String,
+    done: bool,
+}
+
+/// How a job ended, from `scontrol show job` (or `sacct` once forgotten).
+async fn final_state(id: &str) -> (String, String, String) {
+    if let Ok(text) = output_of(&strings(&["scontrol", "show", "job", "-o", id])).await {
+        let field = |k: &str| {
+            text.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{k}=")))
+                .unwrap_or("")
+                .to_string()
+        };
+        return (field("JobState"), field("Reason"), field("ExitCode"));
+    }
+    if let Ok(text) = output_of(&strings(&[
+        "sacct",
+        "-j",
+        id,
+        "-n",
+        "-P",
+        "-X",
+        "-o",
+        "State,Reason,ExitCode",
+    ]))
+    .await
+    {
+        if let Some(l) = text.lines().next() {
+            let p: Vec<&str> = l.split('|').collect();
+            let get = |i: usize| p.get(i).unwrap_or(&"").to_string();
+            return (get(0), get(1), get(2));
+        }
+    }
+    (
+        "UNKNOWN".into(),
+        "job no longer known to Slurm".into(),
+        String::new(),
+    )
+}
+
+/// States of our jobs still in the queue.
+async fn queue(ids: &[String]) -> Result<BTreeMap<String, String>, String> {
+    let text = output_of(&strings(&[
+        "squeue",
+        "-h",
+        "-o",
+        "%i|%T",
+        "-j",
+        &ids.join(","),
+    ]))
+    .await;
+    // squeue fails on a list of only finished ids with "Invalid job id".
+    let text = match text {
+        Ok(t) => t,
+        Err(e) if e.contains("Invalid job id") => String::new(),
+        Err(e) => return Err(e),
+    };
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split_once('|'))
+        .map(|(i, s)| (i.trim().to_string(), s.trim().to_string()))
+        .collect())
+}
+
+fn measured_identities(store: &Store) -> BTreeSet<String> {
+    store
+        .index()
+        .by_identity
+        .into_iter()
+        .filter(|(_, c)| c.status.is_measured())
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// Submit one job per group with cells to run, follow them to the end, and
+/// record what Slurm killed.
+pub async fn submit(
+    c: &Campaign,
+    plan: &Plan,
+    store: &Store,
+    self_exe: &str,
+    forward: &[String],
+    cancel: &CancellationToken,
+    out: &mut RunOutcome,
+) -> anyhow::Result<()> {
+    let Launcher::Slurm(o) = &c.launcher else {
+        anyhow::bail!("not a slurm campaign");
+    };
+    let campaign = std::fs::canonicalize(&c.file)
+        .with_context(|| format!("cannot resolve {}", c.file.display()))?;
+    let dir = store.root().join("slurm");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let groups: Vec<&ServerGroup> = plan.groups.iter().filter(|g| g.needs_launch()).collect();
+    let wanted: BTreeSet<String> = groups
+        .iter()
+        .flat_map(|g| g.cells.iter().filter(|c| c.verdict.runs()))
+        .map(|c| c.identity.clone())
+        .collect();
+    eprintln!("submitting {} Slurm jobs", groups.len());
+    let mut jobs: Vec<Job> = Vec::new();
+    for g in &groups {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let (script, output) = job_paths(store.root(), &g.server.id);
+        let spec = JobSpec {
+            self_exe,
+            campaign: &campaign,
+            output: &output,
+            forward,
+        };
+        crate::util::fsx::write_atomic(&script, job_script(c, g, o, &spec).as_bytes())?;
+        let argv = sbatch_argv(&script);
+        let text = match output_of(&argv).await {
+            Ok(t) => t,
+            Err(e) => {
+                cancel_jobs(&jobs).await;
+                anyhow::bail!("cannot submit the job of server {}: {e}", g.server.id);
+            }
+        };
+        let id = text.trim().split(';').next().unwrap_or("").to_string();
+        anyhow::ensure!(
+            !id.is_empty() && id.chars().all(|c| c.is_ascii_digit()),
+            "sbatch answered `{}` instead of a job id",
+            text.trim()
+        );
+        eprintln!(
+            "   server {}: job {id} ({})",
+            g.server.id,
+            shell_words(&argv)
+        );
+        jobs.push(Job {
+            output: dir.join(format!("{}-{id}.out", g.server.id)),
+            id,
+            group: g,
+            state: "SUBMITTED".into(),
+            done: false,
+        });
+    }
+    out.launches += jobs.len() as u32;
+    let before = measured_identities(store);
+    let mut shown = usize::MAX;
+    let mut last_poll_error = Instant::now();
+    loop {
+        if cancel.is_cancelled() {
+            cancel_jobs(&jobs).await;
+            out.interrupted = true;
+            return Ok(());
+        }
+        let open: Vec<String> = jobs
+            .iter()
+            .filter(|j| !j.done)
+            .map(|j| j.id.clone())
+            .collect();
+        if open.is_empty() {
+            break;
+        }
+        match queue(&open).await {
+            Ok(states) => {
+                for j in jobs.iter_mut().filter(|j| !j.done) {
+                    match states.get(&j.id) {
+                        Some(s) if !is_final(s) => {
+                            if *s != j.state {
+                                eprintln!("   job {} ({}): {s}", j.id, j.group.server.id);
+                                j.state = s.clone();
+                            }
+                        }
+                        _ => j.done = true,
+                    }
+                }
+            }
+            Err(e) if last_poll_error.elapsed() > Duration::from_secs(30) => {
+                eprintln!("warning: {e}");
+                last_poll_error = Instant::now();
+            }
+            Err(_) => {}
+        }
+        let landed = measured_identities(store)
+            .intersection(&wanted)
+            .filter(|i| !before.contains(*i))
+            .count();
+        if landed != shown {
+            eprintln!("   progress: {landed} of {} cells stored", wanted.len());
+            shown = landed;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = cancel.cancelled() => {}
+        }
+    }
+    let now = measured_identities(store);
+    out.measured += now
+        .intersection(&wanted)
+        .filter(|i| !before.contains(*i))
+        .count();
+    for j in &jobs {
+        let (state, reason, exit) = final_state(&j.id).await;
+        eprintln!(
+            "   job {} ({}) ended {state} (reason: {reason}; exit code {exit})",
+            j.id, j.group.server.id
+        );
+        if state == "COMPLETED" {
+            continue;
+        }
+        let tail = crate::launcher::local::read_tail(&j.output, 0, 40);
+        let failure = Failure::new(
+            FailureClass::Scheduler,
+            format!(
+                "slurm job {} ended {state} (reason: {reason}; exit code {exit}); job output: {}",
+                j.id,
+                j.output.display()
+            ),
+        )
+        .with_log(&tail);
+        for cell in j.group.cells.iter().filter(|c| c.verdict.runs()) {
+            if now.contains(&cell.identity) {
+                continue;
+            }
+            let mut r = base_result(c, j.group, cell);
+            r.status = CellStatus::NotRun;
+            r.failure = Some(failure.clone());
+            store.write(&r)?;
+            out.failed += 1;
+        }
+    }
+    // Cells a job stored as failures count as failed here too.
+    let index = store.index();
+    out.failed += wanted
+        .iter()
+        .filter_map(|i| index.by_identity.get(i))
+        .filter(|s| s.status.is_measured() && s.status.is_failure())
+        .count();
+    Ok(())
+}
+
+fn is_final(state: &str) -> bool {
+    matches!(
+        state,
+        "COMPLETED"
+            | "FAILED"
+            | "CANCELLED"
+            | "TIMEOUT"
+            | "PREEMPTED"
+            | "NODE_FAIL"
+            | "OUT_OF_MEMORY"
+            | "BOOT_FAIL"
+            | "DEADLINE"
+    )
+}
+
+/// `scancel` our jobs and wait (up to 60 s) until the queue no longer lists them.
+async fn cancel_jobs(jobs: &[Job<'_>]) {
+    let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+    if ids.is_empty() {
+        return;
+    }
+    eprintln!("cancelling Slurm jobs {}", ids.join(", "));
+    let mut argv = strings(&["scancel"]);
+    argv.extend(ids.iter().cloned());
+    if let Err(e) = output_of(&argv).await {
+        eprintln!("warning: {e}");
+    }
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        match queue(&ids).await {
+            Ok(q) if q.values().all(|s| is_final(s)) => return,
+            Err(_) => return,
+            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+    eprintln!(
+        "warning: Slurm still lists jobs {} after scancel",
+        ids.join(", ")
+    );
+}
