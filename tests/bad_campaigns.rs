@@ -50,7 +50,7 @@ fn plan_refuses_every_bad_campaign_with_file_line_col_and_the_rule() {
         assert_eq!(written.len(), 1, "{name}: plan wrote files");
         cases += 1;
     }
-    assert!(cases >= 19, "only {cases} fixtures found");
+    assert!(cases >= 20, "only {cases} fixtures found");
 }
 
 mod generated {
@@ -107,6 +107,7 @@ mod generated {
         ("run", "health_timeout"),
         ("run", "grace_period"),
         ("run", "baseline"),
+        ("run", "server_warmup"),
         ("launcher", "kind"),
     ];
 

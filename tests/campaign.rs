@@ -465,6 +465,17 @@ grace_period = "3s"
             .iter()
             .any(|a| a == "--parallel"));
     }
+    for id in ["ar", "ngram"] {
+        let run = &cells[&format!("{id}/code-kinds-out24-c1")]["server_run"];
+        assert!(run["warmup_s"].as_f64().is_some_and(|s| s > 0.0), "{run}");
+        assert!(run.get("warmup_error").is_none(), "{run}");
+        // llama.cpp logs one timing summary per finished request: the three
+        // measured ones and the warm-up sent before them.
+        let log = std::fs::read_to_string(dir.path().join(format!("results/real/logs/{id}.log")))
+            .unwrap();
+        let finished = log.lines().filter(|l| l.contains("total time =")).count();
+        assert_eq!(finished, 4, "{id}: {log}");
+    }
     let spec = &cells["ngram/code-kinds-out24-c1"];
     let argv: Vec<&str> = spec["server_run"]["command"]
         .as_array()

@@ -143,6 +143,13 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
             continue;
         }
         assert_eq!(c["status"], "ok", "{name}: {}", c["failure"]);
+        // The server was warmed up once before its first cell, and it answered.
+        let run = &c["server_run"];
+        assert!(
+            run["warmup_s"].as_f64().is_some_and(|s| s > 0.0),
+            "{name}: {run}"
+        );
+        assert!(run.get("warmup_error").is_none(), "{name}: {run}");
         let reqs = c["summary"]["requests"].as_array().unwrap();
         assert_eq!(reqs.len(), 2, "{name}");
         let out_len = if cell.starts_with("len") { 24 } else { 16 };

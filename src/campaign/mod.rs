@@ -333,6 +333,9 @@ pub struct RawRun {
     /// Prefill speed for the ETA, tokens/s, overriding the prior (used when there is none: 5000).
     #[serde(default)]
     pub prefill_tok_s_estimate: Option<f64>,
+    /// Requests sent to each launched server once it is healthy, before its first cell, so one-time costs (JIT, graph capture, allocator growth) stay out of the measurements (default 1; 0 = none).
+    #[serde(default)]
+    pub server_warmup: Option<Spanned<u32>>,
     /// After a crash, restart the server once and retry the remaining cells (default false).
     #[serde(default)]
     pub retry_after_crash: Option<bool>,

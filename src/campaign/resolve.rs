@@ -222,6 +222,9 @@ impl WorkloadPoint {
     }
 }
 
+/// Most warm-up requests a server may be sent before its first cell.
+pub const MAX_SERVER_WARMUP: u32 = 1000;
+
 /// How the campaign runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunOptions {
@@ -247,6 +250,9 @@ pub struct RunOptions {
     /// Whether the campaign set `startup_estimate` itself.
     #[serde(default)]
     pub startup_given: bool,
+    /// Warm-up requests per launched server before its first cell.
+    #[serde(default)]
+    pub server_warmup: u32,
     /// Restart once after a crash and retry the remaining cells.
     pub retry_after_crash: bool,
     /// Write the report files at the end of `run`.
@@ -524,6 +530,16 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         speed_given: raw.run.decode_tok_s_estimate.is_some()
             || raw.run.prefill_tok_s_estimate.is_some(),
         startup_given: raw.run.startup_estimate.is_some(),
+        server_warmup: match &raw.run.server_warmup {
+            None => 1,
+            Some(n) if *n.get_ref() > MAX_SERVER_WARMUP => {
+                return Err(src.error(
+                    n,
+                    format!("server_warmup is a number of requests, at most {MAX_SERVER_WARMUP}"),
+                ))
+            }
+            Some(n) => *n.get_ref(),
+        },
         retry_after_crash: raw.run.retry_after_crash.unwrap_or(false),
         report: raw.run.report.unwrap_or(true),
     };

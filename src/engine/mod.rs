@@ -73,6 +73,13 @@ impl EngineKind {
         self != EngineKind::Openai
     }
 
+    /// Whether a freshly started server pays one-time costs on its first
+    /// requests (the simulator does not, nor does an external server that
+    /// servebench did not start).
+    pub fn has_cold_start(self) -> bool {
+        !matches!(self, EngineKind::Openai | EngineKind::Sim)
+    }
+
     /// Path polled for readiness: 200 means ready.
     pub fn health_path(self) -> &'static str {
         "/health"

@@ -301,7 +301,7 @@ pub fn estimator(c: &Campaign, index: &StoreIndex, prior_results: &[PathBuf]) ->
                 continue;
             };
             if !startup_seen {
-                if let Some(m) = cell.server_run.as_ref().and_then(|r| r.startup_s) {
+                if let Some(m) = cell.server_run.as_ref().and_then(|r| r.ready_s()) {
                     startup_seen = true;
                     e.calibration.observe_startup(eta::StartupObservation {
                         server: eta::server_key(s),

@@ -31,17 +31,12 @@ struct Lite {
     workload: WorkloadPoint,
     status: CellStatus,
     summary: Option<SummaryLite>,
-    server_run: Option<RunLite>,
+    server_run: Option<crate::store::ServerRunLite>,
 }
 
 #[derive(Deserialize)]
 struct SummaryLite {
     duration_s: f64,
-}
-
-#[derive(Deserialize)]
-struct RunLite {
-    startup_s: Option<f64>,
 }
 
 /// Whether a stored cell ran the campaign's model on its engine.
@@ -74,7 +69,7 @@ pub fn load(dir: &Path, c: &Campaign) -> Vec<PriorCell> {
                 server: cell.server,
                 workload: cell.workload,
                 duration_s: sum.duration_s,
-                startup_s: cell.server_run.and_then(|r| r.startup_s),
+                startup_s: cell.server_run.and_then(|r| r.ready_s()),
             });
         }
     });

@@ -59,12 +59,14 @@ impl LiveEta {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A server came up after `startup_s` (None: it did not).
-    pub fn started(&self, server: &str, startup_s: Option<f64>) {
+    /// A server became ready after `startup_s` (None: it did not), having
+    /// been sent `warmup` requests.
+    pub fn started(&self, server: &str, startup_s: Option<f64>, warmup: u64) {
         let mut st = self.lock();
         let State { est, groups } = &mut *st;
         if let Some(g) = groups.get_mut(server) {
             g.started = true;
+            g.sent += warmup;
             if let Some(m) = startup_s {
                 let prior = est.startup_priors.get(server).copied().unwrap_or(m);
                 est.calibration.observe_startup(StartupObservation {

@@ -188,6 +188,68 @@ fn endpoint_for(
     Endpoint::new(url, api)?.with_api_key(key.as_deref())
 }
 
+/// What the warm-up of a freshly started server gave.
+struct WarmUp {
+    /// Healthy → last warm-up answer, s.
+    seconds: f64,
+    /// The first failure, if any.
+    error: Option<String>,
+}
+
+/// Send the campaign's warm-up requests one after another: a short prompt
+/// with a few output tokens is enough to trigger one-time costs (kernel JIT,
+/// graph capture, allocator growth, speculative proposers' compilation) that
+/// would otherwise land in the first cell's TTFT.
+async fn warm_up(
+    c: &Campaign,
+    url: &str,
+    api: crate::client::openai::Api,
+    cancel: &CancellationToken,
+) -> WarmUp {
+    let started = std::time::Instant::now();
+    let endpoint = match endpoint_for(c, url, api) {
+        Ok(e) => e,
+        Err(e) => {
+            return WarmUp {
+                seconds: 0.0,
+                error: Some(e.to_string()),
+            }
+        }
+    };
+    let body = bytes::Bytes::from(crate::client::openai::build_body(
+        api,
+        &c.model.served_name,
+        crate::client::openai::PromptBody::Text(WARMUP_PROMPT.to_string()),
+        WARMUP_OUTPUT_TOKENS,
+        false,
+    ));
+    let mut error = None;
+    for _ in 0..c.run.server_warmup {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let now = std::time::Instant::now();
+        let rec = tokio::select! {
+            r = endpoint.stream(body.clone(), now, now, c.run.request_timeout, false) => r,
+            _ = cancel.cancelled() => break,
+        };
+        if let (Some(f), None) = (&rec.failure, &error) {
+            error = Some(format!("{}: {}", f.class, f.detail));
+        }
+    }
+    WarmUp {
+        seconds: started.elapsed().as_secs_f64(),
+        error,
+    }
+}
+
+/// The warm-up prompt: short, so the warm-up costs a second, not a cell.
+const WARMUP_PROMPT: &str = "Say hello in one short sentence.";
+
+/// Output tokens per warm-up request: enough decode steps for a speculative
+/// proposer to run.
+const WARMUP_OUTPUT_TOKENS: u64 = 16;
+
 /// A launched (or external) server for one group.
 struct Running {
     local: Option<ServerHandle>,
@@ -273,6 +335,25 @@ async fn launch(
                 run.url,
                 server.describe()
             );
+            if c.engine.kind.has_cold_start() && c.run.server_warmup > 0 {
+                let api = g
+                    .cells
+                    .iter()
+                    .find(|cell| cell.verdict.runs())
+                    .map_or(crate::client::openai::Api::Completions, |cell| {
+                        cell.workload.api
+                    });
+                let warm = warm_up(c, &run.url, api, cancel).await;
+                run.warmup_s = Some(warm.seconds);
+                match &warm.error {
+                    None => eprintln!(
+                        "   {} warmed up with {} request(s) in {:.1}s",
+                        g.server.id, c.run.server_warmup, warm.seconds
+                    ),
+                    Some(e) => eprintln!("   {} warm-up failed: {e}", g.server.id),
+                }
+                run.warmup_error = warm.error;
+            }
             Ok(Running {
                 local: Some(server),
                 url: run.url.clone(),
@@ -330,7 +411,18 @@ async fn run_group(
         if c.engine.kind.launches() {
             out.launches += 1;
         }
-        slot.eta.started(&g.server.id, running.run.startup_s);
+        slot.eta.started(
+            &g.server.id,
+            running
+                .run
+                .startup_s
+                .map(|s| s + running.run.warmup_s.unwrap_or(0.0)),
+            if running.run.warmup_s.is_some() {
+                u64::from(c.run.server_warmup)
+            } else {
+                0
+            },
+        );
         while i < cells.len() {
             let cell = cells[i];
             if cancel.is_cancelled() {

@@ -83,6 +83,12 @@ pub struct ServerRun {
     pub log: String,
     /// Launch start → healthy, s.
     pub startup_s: Option<f64>,
+    /// Healthy → warm-up requests answered, s (None: no warm-up sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_s: Option<f64>,
+    /// Why a warm-up request failed (the cells still run and classify their own failures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_error: Option<String>,
     /// Which launch of this server in the run (1 = first; 2 after a crash retry).
     pub launch: u32,
     /// Other servers' cells that ran at the same time (parallel runs).
@@ -183,6 +189,16 @@ pub struct ServerRunLite {
     /// Launch → healthy, s.
     #[serde(default)]
     pub startup_s: Option<f64>,
+    /// Healthy → warm, s.
+    #[serde(default)]
+    pub warmup_s: Option<f64>,
+}
+
+impl ServerRunLite {
+    /// Launch → ready for the first cell (healthy and warmed up), s.
+    pub fn ready_s(&self) -> Option<f64> {
+        self.startup_s.map(|s| s + self.warmup_s.unwrap_or(0.0))
+    }
 }
 
 /// Duration of a stored cell's level.
