@@ -537,7 +537,7 @@ pub fn usable(status: CellStatus) -> bool {
 /// (one chunk per verification step).
 pub fn acceptance_length(c: &CellResult) -> Option<(f64, &'static str)> {
     let spec = c.server.speculative.as_ref()?;
-    if let Some(v) = c.telemetry.as_ref().and_then(find_acceptance_length) {
+    if let Some(v) = c.telemetry.as_ref().and_then(|t| t.acceptance_length()) {
         return Some((v, "telemetry"));
     }
     let s = c.summary.as_ref()?;
@@ -562,29 +562,13 @@ pub fn acceptance_length(c: &CellResult) -> Option<(f64, &'static str)> {
 /// else accepted / drafted from the cell's per-response draft counts.
 pub fn acceptance_rate(c: &CellResult) -> Option<f64> {
     c.server.speculative.as_ref()?;
-    let from_telemetry = c
-        .telemetry
-        .as_ref()
-        .and_then(|t| t.pointer("/spec/acceptance/acceptance_rate"))
-        .and_then(|x| x.as_f64());
+    let from_telemetry = c.telemetry.as_ref().and_then(|t| t.acceptance_rate());
     if from_telemetry.is_some() {
         return from_telemetry;
     }
     let s = c.summary.as_ref()?;
     match (s.draft_tokens, s.accepted_draft_tokens) {
         (Some(d), Some(a)) if d > 0 => Some(a as f64 / d as f64),
-        _ => None,
-    }
-}
-
-fn find_acceptance_length(v: &serde_json::Value) -> Option<f64> {
-    match v {
-        serde_json::Value::Object(m) => {
-            if let Some(x) = m.get("acceptance_length").and_then(|x| x.as_f64()) {
-                return Some(x);
-            }
-            m.values().find_map(find_acceptance_length)
-        }
         _ => None,
     }
 }

@@ -555,7 +555,7 @@ async fn run_group(
                     r.status = status;
                     r.failure = failure;
                     r.summary = Some(summary);
-                    r.telemetry = serde_json::to_value(&tel).ok();
+                    r.telemetry = Some(tel);
                 }
             }
             let failed = r.status.is_failure();

@@ -11,62 +11,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Endpoint;
 use crate::engine::EngineKind;
 use crate::metrics::level::LevelSummary;
-use crate::telemetry::engine_metrics::{
-    common_from_delta, is_spec_suspicious, spec_acceptance, CommonMetrics, SpecAcceptance,
-    SpecDecodeCounts,
-};
+pub use crate::telemetry::cell::{CellSpec, CellTelemetry};
+use crate::telemetry::engine_metrics::{common_from_delta, spec_acceptance, SpecDecodeCounts};
 use crate::telemetry::gpu::{parse_query_output, query_command, summarize, GpuSample, GpuSummary};
-use crate::telemetry::logscan::{scan_log, LogFacts};
+use crate::telemetry::logscan::scan_log;
 use crate::telemetry::prometheus::{self, Scrape};
-
-/// Speculative-decoding counts of one cell and where they came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CellSpec {
-    /// `response timings` (per-request, summed) or `metrics delta`.
-    pub source: String,
-    /// The counts.
-    pub counts: SpecDecodeCounts,
-    /// Acceptance length and rate, each with its definition.
-    pub acceptance: SpecAcceptance,
-}
-
-/// Everything the engine reported about one cell.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CellTelemetry {
-    /// Metric deltas over the cell, mapped to common fields.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metrics: Option<CommonMetrics>,
-    /// Why there are no metrics (endpoint missing, parse error).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metrics_note: Option<String>,
-    /// Speculative decoding over the cell.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec: Option<CellSpec>,
-    /// Facts from the server log of this launch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub log: Option<LogFacts>,
-    /// GPU memory and utilization during the cell.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub gpus: Vec<GpuSummary>,
-    /// Why there are no GPU samples.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu_note: Option<String>,
-}
-
-impl CellTelemetry {
-    /// Whether speculative decoding drafted tokens and none were accepted.
-    pub fn spec_suspicious(&self) -> bool {
-        self.spec
-            .as_ref()
-            .is_some_and(|s| is_spec_suspicious(&s.counts))
-    }
-}
 
 /// Scrape `/metrics`, or say why not.
 pub async fn scrape(endpoint: &Endpoint, engine: EngineKind) -> Result<Scrape, String> {

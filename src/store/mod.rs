@@ -137,7 +137,7 @@ pub struct CellResult {
     pub summary: Option<LevelSummary>,
     /// Engine telemetry for the cell (metrics deltas, log facts, GPU samples).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub telemetry: Option<serde_json::Value>,
+    pub telemetry: Option<crate::telemetry::CellTelemetry>,
     /// One sentence per metric.
     pub definitions: BTreeMap<String, String>,
 }

@@ -18,6 +18,7 @@
 //! and a value that was not observed is `None`, never zero, so a missing metric
 //! can never read as a measured 0.
 
+pub mod cell;
 pub mod engine_metrics;
 pub mod gpu;
 pub mod logscan;
@@ -25,6 +26,7 @@ pub mod prometheus;
 
 use serde::{Deserialize, Serialize};
 
+pub use cell::{CellSpec, CellTelemetry};
 pub use engine_metrics::{
     common_from_delta, is_spec_suspicious, metric_names, spec_acceptance, sum_llamacpp_timings,
     CommonMetrics, DraftTotals, MetricNames, SpecAcceptance, SpecDecodeCounts,
