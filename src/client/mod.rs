@@ -37,10 +37,49 @@ fn secret_header(value: &str) -> anyhow::Result<HeaderValue> {
 /// How many bytes of an error body are kept as evidence.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
+/// The HTTP client every request to a server goes through.
+pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// A pooled keep-alive HTTP/1 client with the settings all server traffic uses.
+///
+/// Read buffers are large so long prompts and fast streams are not throttled
+/// by the client. `connect_timeout: None` leaves connecting to the caller's
+/// overall deadline.
+pub fn http_client(connect_timeout: Option<Duration>) -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_keepalive(Some(Duration::from_secs(60)));
+    connector.set_connect_timeout(connect_timeout);
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(usize::MAX)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .http1_max_buf_size(4 * 1024 * 1024)
+        .build(connector)
+}
+
+/// Send a request built by `make`, and send it once more when a kept-alive
+/// connection turns out to have been closed by the server just as it was
+/// reused (llama.cpp closes after a fixed number of requests): nothing was
+/// answered, so a fresh connection is safe. Returns the outcome and the
+/// retries made, whether or not the retry succeeded.
+pub async fn request_retrying(
+    client: &HttpClient,
+    make: impl Fn() -> Request<Full<Bytes>>,
+) -> (
+    Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error>,
+    u32,
+) {
+    match client.request(make()).await {
+        Ok(r) => (Ok(r), 0),
+        Err(e) if !e.is_connect() => (client.request(make()).await, 1),
+        Err(e) => (Err(e), 0),
+    }
+}
+
 /// An OpenAI-compatible endpoint plus a pooled keep-alive HTTP client.
 #[derive(Clone)]
 pub struct Endpoint {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: HttpClient,
     base: String,
     api: Api,
     uri: Uri,
@@ -76,16 +115,8 @@ impl Endpoint {
         let uri: Uri = format!("{base}{}", api.path())
             .parse()
             .map_err(|e| anyhow::anyhow!("invalid URL `{base_url}`: {e}"))?;
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_keepalive(Some(Duration::from_secs(60)));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(usize::MAX)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .http1_max_buf_size(4 * 1024 * 1024)
-            .build(connector);
         Ok(Self {
-            client,
+            client: http_client(None),
             base,
             api,
             uri,
@@ -148,11 +179,7 @@ impl Endpoint {
         }
     }
 
-    /// Send a request built by `make`, and send it once more when a kept-alive
-    /// connection turns out to have been closed by the server just as it was
-    /// reused (llama.cpp closes after a fixed number of requests): nothing was
-    /// answered, so a fresh connection is safe. Returns the outcome and the
-    /// retries made, whether or not the retry succeeded.
+    /// [`request_retrying`] with this endpoint's `Authorization` header.
     async fn send(
         &self,
         make: impl Fn() -> Request<Full<Bytes>>,
@@ -167,11 +194,7 @@ impl Endpoint {
             }
             req
         };
-        match self.client.request(make()).await {
-            Ok(r) => (Ok(r), 0),
-            Err(e) if !e.is_connect() => (self.client.request(make()).await, 1),
-            Err(e) => (Err(e), 0),
-        }
+        request_retrying(&self.client, make).await
     }
 
     /// Send one streaming request and record everything observed about it.

@@ -17,6 +17,7 @@ use crate::campaign::launcher::SshTarget;
 use crate::failure::{Failure, FailureClass};
 use crate::launcher::local::read_tail;
 use crate::launcher::StartRequest;
+use crate::util::proc::output_of;
 use crate::util::shell::shell_words;
 
 /// The command lines that manage one unit.
@@ -122,23 +123,6 @@ pub struct SystemdServer {
     stopped: bool,
 }
 
-fn run_sync(argv: &[String]) -> Result<String, String> {
-    let out = std::process::Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "`{}` failed: {}",
-            shell_words(argv),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
 impl SystemdServer {
     /// Start the unit and follow its journal; returns it and its URL.
     pub fn start(
@@ -157,7 +141,7 @@ impl SystemdServer {
             .map_err(|e| Failure::new(FailureClass::StartFailed, e.to_string()))?;
         let _ = writeln!(log, "\n===== {} (unit {}) =====", req.header, cmds.unit);
         let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
-        run_sync(&cmds.start).map_err(|e| Failure::new(FailureClass::StartFailed, e))?;
+        output_of(&cmds.start).map_err(|e| Failure::new(FailureClass::StartFailed, e))?;
         let err = log
             .try_clone()
             .map_err(|e| Failure::new(FailureClass::StartFailed, e.to_string()))?;
@@ -196,7 +180,7 @@ impl SystemdServer {
             return None;
         }
         self.last_check = Some(Instant::now());
-        let text = run_sync(&self.cmds.status).ok()?;
+        let text = output_of(&self.cmds.status).ok()?;
         let field = |k: &str| {
             text.lines()
                 .find_map(|l| l.strip_prefix(&format!("{k}=")))
@@ -235,9 +219,9 @@ impl SystemdServer {
         self.stopped = true;
         let started = Instant::now();
         let stop = self.cmds.stop.clone();
-        let _ = tokio::task::spawn_blocking(move || run_sync(&stop)).await;
+        let _ = tokio::task::spawn_blocking(move || output_of(&stop)).await;
         let reset = self.cmds.reset.clone();
-        let _ = tokio::task::spawn_blocking(move || run_sync(&reset)).await;
+        let _ = tokio::task::spawn_blocking(move || output_of(&reset)).await;
         if let Some(mut j) = self.journal.take() {
             let _ = j.start_kill();
             let _ = j.wait().await;
@@ -249,8 +233,8 @@ impl SystemdServer {
 impl Drop for SystemdServer {
     fn drop(&mut self) {
         if !self.stopped {
-            let _ = run_sync(&self.cmds.stop);
-            let _ = run_sync(&self.cmds.reset);
+            let _ = output_of(&self.cmds.stop);
+            let _ = output_of(&self.cmds.reset);
         }
     }
 }

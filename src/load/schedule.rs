@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use rand::rngs::StdRng;
-use rand::SeedableRng;
 use rand_distr::{Distribution, Gamma};
 use serde::{Deserialize, Serialize};
+
+use crate::util::rng::{seeded, SeededRng};
 
 /// How inter-arrival gaps are drawn in an open loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -101,7 +101,7 @@ pub fn check_rate_within(rate: f64, duration: Option<Duration>) -> Result<(), St
 
 /// An endless, seeded sequence of arrival offsets from the level start.
 pub struct ArrivalClock {
-    rng: StdRng,
+    rng: SeededRng,
     rate: f64,
     arrival: Arrival,
     gamma: Option<Gamma<f64>>,
@@ -128,7 +128,7 @@ impl ArrivalClock {
             Arrival::Constant => None,
         };
         Ok(Self {
-            rng: StdRng::seed_from_u64(seed),
+            rng: seeded(seed),
             rate,
             arrival,
             gamma,

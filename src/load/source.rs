@@ -1,11 +1,11 @@
 //! Request sources that turn workload settings into request bodies.
 
 use bytes::Bytes;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 
 use super::driver::{PreparedRequest, RequestSource, Work};
 use crate::client::openai::{build_body, Api, PromptBody};
+use crate::util::rng::seeded;
 
 const VOCAB: [&str; 32] = [
     "river", "stone", "copper", "lantern", "orbit", "meadow", "signal", "harbor", "velvet",
@@ -33,7 +33,7 @@ pub struct SyntheticSource {
 impl SyntheticSource {
     /// The prompt text for one request index.
     pub fn prompt(&self, index: u64) -> String {
-        let mut rng = StdRng::seed_from_u64(self.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ index);
+        let mut rng = seeded(self.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ index);
         let mut s = String::with_capacity(self.input_words as usize * 8);
         // A leading request number keeps prompts distinct even for tiny lengths.
         for i in 0..self.input_words {

@@ -9,7 +9,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -21,28 +20,10 @@ use crate::failure::{Failure, FailureClass};
 use crate::launcher::slurm::{job_paths, job_script, sbatch_argv, JobSpec};
 use crate::plan::{Plan, ServerGroup};
 use crate::store::{CellStatus, Store};
+use crate::util::proc::output_of_async;
 use crate::util::shell::shell_words;
 
 use super::{base_result, RunOutcome};
-
-async fn output_of(argv: &[String]) -> Result<String, String> {
-    let out = tokio::process::Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "`{}` failed ({}): {}",
-            shell_words(argv),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -59,7 +40,7 @@ struct Job<'a> {
 
 /// How a job ended, from `scontrol show job` (or `sacct` once forgotten).
 async fn final_state(id: &str) -> (String, String, String) {
-    if let Ok(text) = output_of(&strings(&["scontrol", "show", "job", "-o", id])).await {
+    if let Ok(text) = output_of_async(&strings(&["scontrol", "show", "job", "-o", id])).await {
         let field = |k: &str| {
             text.split_whitespace()
                 .find_map(|w| w.strip_prefix(&format!("{k}=")))
@@ -68,7 +49,7 @@ async fn final_state(id: &str) -> (String, String, String) {
         };
         return (field("JobState"), field("Reason"), field("ExitCode"));
     }
-    if let Ok(text) = output_of(&strings(&[
+    if let Ok(text) = output_of_async(&strings(&[
         "sacct",
         "-j",
         id,
@@ -95,7 +76,7 @@ async fn final_state(id: &str) -> (String, String, String) {
 
 /// States of our jobs still in the queue.
 async fn queue(ids: &[String]) -> Result<BTreeMap<String, String>, String> {
-    let text = output_of(&strings(&[
+    let text = output_of_async(&strings(&[
         "squeue",
         "-h",
         "-o",
@@ -166,7 +147,7 @@ pub async fn submit(
         };
         crate::util::fsx::write_atomic(&script, job_script(c, g, o, &spec).as_bytes())?;
         let argv = sbatch_argv(&script);
-        let text = match output_of(&argv).await {
+        let text = match output_of_async(&argv).await {
             Ok(t) => t,
             Err(e) => {
                 cancel_jobs(&jobs).await;
@@ -312,7 +293,7 @@ async fn cancel_jobs(jobs: &[Job<'_>]) {
     eprintln!("cancelling Slurm jobs {}", ids.join(", "));
     let mut argv = strings(&["scancel"]);
     argv.extend(ids.iter().cloned());
-    if let Err(e) = output_of(&argv).await {
+    if let Err(e) = output_of_async(&argv).await {
         eprintln!("warning: {e}");
     }
     let start = Instant::now();

@@ -20,8 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -30,6 +29,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::openai::GenerateRequest;
+use crate::util::rng::{seeded, SeededRng};
 
 /// The simulator's performance model and faults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
@@ -488,7 +488,7 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
     if s.cfg.hang_after.is_some_and(|limit| n > limit) {
         std::future::pending::<()>().await;
     }
-    let mut rng = StdRng::seed_from_u64(s.cfg.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut rng = seeded(s.cfg.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     if s.cfg.error_rate > 0.0 && rng.random::<f64>() < s.cfg.error_rate {
         return error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -564,7 +564,7 @@ struct Generation {
     continuous: bool,
     emitted: u64,
     next_at: Instant,
-    rng: StdRng,
+    rng: SeededRng,
     truncate_at: Option<u64>,
     stage: Stage,
     admission: Option<Admission>,

@@ -92,7 +92,6 @@ pub fn expected_tokens_per_step(draft_tokens: u32, acceptance: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::client::openai::ChatMessage;
-    use rand::SeedableRng;
 
     fn cfg() -> SimConfig {
         SimConfig::default()
@@ -133,7 +132,7 @@ mod tests {
 
     #[test]
     fn acceptance_draws_match_the_geometric_expectation() {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let mut rng = crate::util::rng::seeded(3);
         let (k, p) = (4, 0.6);
         let n = 50_000;
         let mean = (0..n)

@@ -1,8 +1,10 @@
 //! Small helpers shared across modules: units and their formatting, shell
-//! quoting, atomic file writes, process helpers and secret redaction.
+//! quoting, atomic file writes, process helpers, the seeded generator and
+//! secret redaction.
 
 pub mod fsx;
 pub mod proc;
+pub mod rng;
 pub mod secret;
 pub mod shell;
 pub mod units;

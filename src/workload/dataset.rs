@@ -22,13 +22,12 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
-use rand::SeedableRng;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::{TokenCounter, WorkloadError};
+use crate::util::rng::seeded;
 
 /// Dataset file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -176,7 +175,7 @@ pub fn load(
     };
     report.records = records.len() + report.no_prompt_pair;
     let mut order: Vec<usize> = (0..records.len()).collect();
-    order.shuffle(&mut StdRng::seed_from_u64(seed));
+    order.shuffle(&mut seeded(seed));
     let limit = limit.unwrap_or(usize::MAX);
     let mut requests = Vec::new();
     let mut records: Vec<Option<RawRecord>> = records.into_iter().map(Some).collect();

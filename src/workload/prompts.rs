@@ -11,12 +11,11 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
-use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use super::WorkloadError;
+use crate::util::rng::{seeded, SeededRng};
 
 /// A built-in family of prompts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -202,7 +201,7 @@ impl From<PromptSelection> for SelectionRepr {
 #[derive(Debug, Clone)]
 pub struct PromptSampler {
     kinds: Vec<PromptKind>,
-    rng: StdRng,
+    rng: SeededRng,
     /// Per kind: the current shuffled order of its variants and the position in it.
     decks: Vec<(Vec<usize>, usize)>,
     next_kind: usize,
@@ -215,7 +214,7 @@ impl PromptSampler {
         let decks = kinds.iter().map(|_| (Vec::new(), 0)).collect();
         Self {
             kinds,
-            rng: StdRng::seed_from_u64(seed),
+            rng: seeded(seed),
             decks,
             next_kind: 0,
         }
