@@ -4,7 +4,8 @@
 
 use std::fmt::Write;
 
-use super::model::{Chart, Report};
+use super::charts::Chart;
+use super::model::Report;
 use super::svg::{self, esc};
 use super::table::{point_cells, recommendation_lines, POINT_HEADER};
 use super::Exporter;

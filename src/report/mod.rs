@@ -9,12 +9,15 @@
 //! `campaign.json` that `run` writes next to `cells/` (name, description,
 //! baseline, server and workload order).
 
+pub mod bootstrap;
+pub mod charts;
 pub mod compare;
 pub mod csv;
 pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod model;
+pub mod recommend;
 pub mod svg;
 pub mod table;
 

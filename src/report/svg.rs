@@ -8,7 +8,7 @@
 
 use std::fmt::Write;
 
-use super::model::{Chart, ChartKind, Series, SeriesStyle};
+use super::charts::{Chart, ChartKind, Series, SeriesStyle};
 
 /// Series colours (Tableau 10), indexed by the series' colour slot.
 pub const PALETTE: [&str; 10] = [

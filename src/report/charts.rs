@@ -1,0 +1,433 @@
+//! Chart data: which charts the report draws (per workload family, per
+//! prompt kind, per GPU, per turn) and their series, ready for the SVG
+//! renderer.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{GpuPoint, KindRow, PointRow, TurnRow};
+
+/// Families (workload, input, output) that get their own per-concurrency
+/// charts; more would make the page unreadable, the CSV has them all.
+pub const MAX_FAMILY_CHARTS: usize = 6;
+
+/// How a series is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeriesStyle {
+    /// Solid line with markers.
+    Line,
+    /// Dashed line with markers.
+    Dashed,
+    /// Markers only.
+    Markers,
+    /// The Pareto frontier: a thick step line over the other series.
+    Frontier,
+}
+
+/// One named series of a chart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Series {
+    /// Legend entry.
+    pub name: String,
+    /// Colour slot (same server, same colour across charts).
+    pub color: usize,
+    /// How it is drawn.
+    pub style: SeriesStyle,
+    /// (x, y) points; for bar charts x is the group index.
+    pub points: Vec<(f64, f64)>,
+    /// Per-point annotations (e.g. concurrency), empty for none.
+    pub labels: Vec<String>,
+}
+
+/// What kind of chart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ChartKind {
+    /// Lines over a numeric x axis.
+    Line {
+        /// Logarithmic (base 2) x axis.
+        log_x: bool,
+    },
+    /// Grouped bars over named groups.
+    Bars {
+        /// Group names, in x order.
+        groups: Vec<String>,
+        /// A horizontal reference line (speedup 1.0).
+        reference: Option<f64>,
+    },
+}
+
+/// A chart as data; `svg` draws it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chart {
+    /// Section the chart belongs in.
+    pub section: String,
+    /// Title.
+    pub title: String,
+    /// X axis label with unit.
+    pub x_label: String,
+    /// Y axis label with unit.
+    pub y_label: String,
+    /// Line or bars.
+    pub kind: ChartKind,
+    /// The data.
+    pub series: Vec<Series>,
+}
+
+#[allow(clippy::too_many_arguments)]
+/// The charts of a report, with notes on what they leave out.
+pub(super) fn charts(
+    servers: &[String],
+    color: &HashMap<&str, usize>,
+    points: &[PointRow],
+    kinds: &[KindRow],
+    gpu: &[GpuPoint],
+    turns: &[TurnRow],
+    baseline: Option<&str>,
+    notes: &mut Vec<String>,
+) -> Vec<Chart> {
+    let mut out = Vec::new();
+    let col = |s: &str| color.get(s).copied().unwrap_or(0);
+    let usable_pts: Vec<&PointRow> = points
+        .iter()
+        .filter(|p| p.output_tok_s.is_some() && p.concurrency.is_some())
+        .collect();
+    let mut families: Vec<String> = Vec::new();
+    for p in &usable_pts {
+        if !families.contains(&p.family) {
+            families.push(p.family.clone());
+        }
+    }
+    if families.len() > MAX_FAMILY_CHARTS {
+        notes.push(format!(
+            "{} workload families measured; charts show the first {MAX_FAMILY_CHARTS}, report.csv has them all",
+            families.len()
+        ));
+        families.truncate(MAX_FAMILY_CHARTS);
+    }
+    if families.is_empty() {
+        notes.push("no usable closed-loop measurements: no throughput or latency charts".into());
+    }
+    let line = |name: String, color: usize, style: SeriesStyle, mut pts: Vec<(f64, f64)>| {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Series {
+            name,
+            color,
+            style,
+            points: pts,
+            labels: Vec::new(),
+        }
+    };
+    for fam in &families {
+        let in_fam: Vec<&&PointRow> = usable_pts.iter().filter(|p| &p.family == fam).collect();
+        let per_server =
+            |f: &dyn Fn(&PointRow) -> Option<f64>, style: SeriesStyle, suffix: &str| {
+                servers
+                    .iter()
+                    .filter_map(|s| {
+                        let pts: Vec<(f64, f64)> = in_fam
+                            .iter()
+                            .filter(|p| &p.server_id == s)
+                            .filter_map(|p| Some((p.concurrency? as f64, f(p)?)))
+                            .collect();
+                        (!pts.is_empty()).then(|| line(format!("{s}{suffix}"), col(s), style, pts))
+                    })
+                    .collect::<Vec<_>>()
+            };
+        let conc: BTreeSet<u32> = in_fam.iter().filter_map(|p| p.concurrency).collect();
+        let log_x = conc
+            .iter()
+            .next()
+            .zip(conc.iter().last())
+            .is_some_and(|(a, b)| *b >= 4 * (*a).max(1));
+        out.push(Chart {
+            section: "throughput".into(),
+            title: format!("Output throughput vs. concurrency — {fam}"),
+            x_label: "concurrency (users)".into(),
+            y_label: "output throughput (tokens/s)".into(),
+            kind: ChartKind::Line { log_x },
+            series: per_server(&|p| p.output_tok_s.map(|s| s.mean), SeriesStyle::Line, ""),
+        });
+        let mut lat = per_server(
+            &|p| p.ttft_p50_ms.map(|s| s.mean),
+            SeriesStyle::Line,
+            " p50",
+        );
+        lat.extend(per_server(
+            &|p| p.ttft_p99_ms.map(|s| s.mean),
+            SeriesStyle::Dashed,
+            " p99",
+        ));
+        out.push(Chart {
+            section: "throughput".into(),
+            title: format!("TTFT p50 / p99 vs. concurrency — {fam}"),
+            x_label: "concurrency (users)".into(),
+            y_label: "time to first token (ms)".into(),
+            kind: ChartKind::Line { log_x },
+            series: lat,
+        });
+    }
+
+    // Speedup per prompt kind and output length.
+    match baseline {
+        None => notes.push("no baseline: speedup chart skipped".into()),
+        Some(b) => {
+            let rows: Vec<&KindRow> = kinds
+                .iter()
+                .filter(|k| k.speedup_decode.is_some())
+                .collect();
+            let mut groups: Vec<String> = Vec::new();
+            for k in &rows {
+                let g = format!("{} · out {} · {}", k.kind, k.output_len, k.load);
+                if !groups.contains(&g) {
+                    groups.push(g);
+                }
+            }
+            if rows.is_empty() {
+                notes.push(format!("no usable cell shares a workload point with baseline `{b}`: speedup chart skipped"));
+            } else {
+                let series = servers
+                    .iter()
+                    .filter(|s| s.as_str() != b)
+                    .filter_map(|s| {
+                        let pts: Vec<(f64, f64)> = rows
+                            .iter()
+                            .filter(|k| &k.server_id == s)
+                            .filter_map(|k| {
+                                let g = format!("{} · out {} · {}", k.kind, k.output_len, k.load);
+                                Some((
+                                    groups.iter().position(|x| *x == g)? as f64,
+                                    k.speedup_decode?,
+                                ))
+                            })
+                            .collect();
+                        (!pts.is_empty()).then(|| line(s.clone(), col(s), SeriesStyle::Line, pts))
+                    })
+                    .collect();
+                out.push(Chart {
+                    section: "speedup".into(),
+                    title: format!("Decode speedup over `{b}` per prompt kind and output length"),
+                    x_label: "prompt kind · output length (tokens) · load".into(),
+                    y_label: "per-request decode speed ratio (×)".into(),
+                    kind: ChartKind::Bars {
+                        groups,
+                        reference: Some(1.0),
+                    },
+                    series,
+                });
+            }
+        }
+    }
+
+    // Budget sweep.
+    let sweep: Vec<&PointRow> = points
+        .iter()
+        .filter(|p| p.budget.is_some() && p.output_tok_s.is_some())
+        .collect();
+    let budgets: BTreeSet<u32> = sweep.iter().filter_map(|p| p.budget).collect();
+    if budgets.len() < 2 {
+        notes.push(format!(
+            "speculative budget sweep needs at least two budgets (num_draft_tokens); {} measured: chart skipped",
+            budgets.len()
+        ));
+    } else {
+        let mut keys: Vec<(String, String, String)> = Vec::new();
+        for p in &sweep {
+            let k = (p.method.clone(), p.family.clone(), p.load.clone());
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        keys.truncate(8);
+        let methods = keys.iter().map(|k| &k.0).collect::<BTreeSet<_>>().len();
+        let mk = |f: &dyn Fn(&PointRow) -> Option<f64>| -> Vec<Series> {
+            keys.iter()
+                .enumerate()
+                .filter_map(|(i, (m, fam, load))| {
+                    let pts: Vec<(f64, f64)> = sweep
+                        .iter()
+                        .filter(|p| &p.method == m && &p.family == fam && &p.load == load)
+                        .filter_map(|p| Some((p.budget? as f64, f(p)?)))
+                        .collect();
+                    // The method only tells series apart when several were swept.
+                    let name = if methods > 1 {
+                        format!("{m} {fam} {load}")
+                    } else {
+                        format!("{fam} {load}")
+                    };
+                    (!pts.is_empty()).then(|| line(name, i, SeriesStyle::Line, pts))
+                })
+                .collect()
+        };
+        out.push(Chart {
+            section: "budget".into(),
+            title: "Output throughput vs. speculative budget".into(),
+            x_label: "budget (num_draft_tokens)".into(),
+            y_label: "output throughput (tokens/s)".into(),
+            kind: ChartKind::Line { log_x: false },
+            series: mk(&|p| p.output_tok_s.map(|s| s.mean)),
+        });
+        let acc = mk(&|p| p.acceptance_length.map(|s| s.mean));
+        if acc.is_empty() {
+            notes.push("no acceptance length known for the budget sweep: chart skipped".into());
+        } else {
+            out.push(Chart {
+                section: "budget".into(),
+                title: "Acceptance length vs. speculative budget".into(),
+                x_label: "budget (num_draft_tokens)".into(),
+                y_label: "acceptance length (tokens/step)".into(),
+                kind: ChartKind::Line { log_x: false },
+                series: acc,
+            });
+        }
+    }
+
+    // Context length.
+    let ctx: Vec<&PointRow> = points
+        .iter()
+        .filter(|p| p.ttft_p50_ms.is_some() && !p.family.contains("-kinds-"))
+        .collect();
+    let lens: BTreeSet<u64> = ctx.iter().map(|p| p.input_len).collect();
+    if lens.len() < 2 {
+        notes.push(
+            "only one prompt length (input_len) measured: context-length charts skipped".into(),
+        );
+    } else {
+        // One concurrency so the lines compare like with like: the lowest measured.
+        let c0 = ctx.iter().filter_map(|p| p.concurrency).min();
+        let mk = |f: &dyn Fn(&PointRow) -> Option<f64>| -> Vec<Series> {
+            servers
+                .iter()
+                .filter_map(|s| {
+                    let mut by_len: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+                    for p in ctx
+                        .iter()
+                        .filter(|p| &p.server_id == s && p.concurrency == c0)
+                    {
+                        if let Some(v) = f(p) {
+                            by_len.entry(p.input_len).or_default().push(v);
+                        }
+                    }
+                    let pts: Vec<(f64, f64)> = by_len
+                        .into_iter()
+                        .map(|(l, v)| (l as f64, v.iter().sum::<f64>() / v.len() as f64))
+                        .collect();
+                    (!pts.is_empty()).then(|| line(s.clone(), col(s), SeriesStyle::Line, pts))
+                })
+                .collect()
+        };
+        let at = c0
+            .map(|c| format!(" (concurrency {c})"))
+            .unwrap_or_default();
+        out.push(Chart {
+            section: "context".into(),
+            title: format!("TTFT p50 vs. context length{at}"),
+            x_label: "prompt length (tokens)".into(),
+            y_label: "time to first token (ms)".into(),
+            kind: ChartKind::Line { log_x: false },
+            series: mk(&|p| p.ttft_p50_ms.map(|s| s.mean)),
+        });
+        out.push(Chart {
+            section: "context".into(),
+            title: format!("Decode speed p50 vs. context length{at}"),
+            x_label: "prompt length (tokens)".into(),
+            y_label: "per-request decode speed (tokens/s)".into(),
+            kind: ChartKind::Line { log_x: false },
+            series: mk(&|p| p.decode_tok_s_p50.map(|s| s.mean)),
+        });
+    }
+
+    // Per-GPU trade-off with the Pareto frontier.
+    let mut gfam: Vec<String> = Vec::new();
+    for g in gpu {
+        if !gfam.contains(&g.family) {
+            gfam.push(g.family.clone());
+        }
+    }
+    gfam.truncate(MAX_FAMILY_CHARTS);
+    for fam in &gfam {
+        let in_fam: Vec<&GpuPoint> = gpu.iter().filter(|g| &g.family == fam).collect();
+        let mut series: Vec<Series> = servers
+            .iter()
+            .filter_map(|s| {
+                let mine: Vec<&&GpuPoint> = in_fam.iter().filter(|g| &g.server_id == s).collect();
+                (!mine.is_empty()).then(|| Series {
+                    name: s.clone(),
+                    color: col(s),
+                    style: SeriesStyle::Markers,
+                    points: mine
+                        .iter()
+                        .map(|g| (g.tok_s_per_user, g.tok_s_per_gpu))
+                        .collect(),
+                    labels: mine.iter().map(|g| g.load.clone()).collect(),
+                })
+            })
+            .collect();
+        let mut front: Vec<(f64, f64)> = in_fam
+            .iter()
+            .filter(|g| g.pareto)
+            .map(|g| (g.tok_s_per_user, g.tok_s_per_gpu))
+            .collect();
+        front.sort_by(|a, b| a.0.total_cmp(&b.0));
+        series.push(Series {
+            name: "Pareto frontier".into(),
+            color: 0,
+            style: SeriesStyle::Frontier,
+            points: front,
+            labels: Vec::new(),
+        });
+        out.push(Chart {
+            section: "per_gpu".into(),
+            title: format!("Throughput per GPU vs. speed per user — {fam}"),
+            x_label: "tokens/s per user (decode p50)".into(),
+            y_label: "output tokens/s per GPU".into(),
+            kind: ChartKind::Line { log_x: false },
+            series,
+        });
+    }
+
+    // Agentic per-turn latency.
+    if turns.is_empty() {
+        notes.push("no agentic sessions (requests with a turn index) in these results: per-turn latency chart skipped".into());
+    } else {
+        let mut keys: Vec<(String, String)> = Vec::new();
+        for t in turns {
+            let k = (t.server_id.clone(), t.workload.clone());
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        let mut series = Vec::new();
+        for (s, w) in &keys {
+            let rows: Vec<&TurnRow> = turns
+                .iter()
+                .filter(|t| &t.server_id == s && &t.workload == w)
+                .collect();
+            series.push(line(
+                format!("{s} {w} TTFT"),
+                col(s),
+                SeriesStyle::Line,
+                rows.iter()
+                    .map(|t| (t.turn as f64, t.ttft_p50_ms))
+                    .collect(),
+            ));
+            series.push(line(
+                format!("{s} {w} E2E"),
+                col(s),
+                SeriesStyle::Dashed,
+                rows.iter().map(|t| (t.turn as f64, t.e2e_p50_ms)).collect(),
+            ));
+        }
+        out.push(Chart {
+            section: "agentic".into(),
+            title: "Agentic sessions: latency per turn (p50)".into(),
+            x_label: "turn".into(),
+            y_label: "latency (ms)".into(),
+            kind: ChartKind::Line { log_x: false },
+            series,
+        });
+    }
+    out
+}
