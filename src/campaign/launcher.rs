@@ -319,29 +319,18 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::campaign::tests::MINIMAL;
     use crate::campaign::{parse, resolve as resolve_campaign, CampaignError};
 
-    const BASE: &str = r#"[campaign]
-name = "t"
-[model]
-path = "m"
-[engine]
-kind = "sim"
-[[workload]]
-name = "w"
-concurrency = 1
-num_requests = 2
-"#;
-
     fn load(launcher: &str) -> Result<crate::campaign::Campaign, CampaignError> {
-        let text = format!("{BASE}[launcher]\n{launcher}");
+        let text = format!("{MINIMAL}[launcher]\n{launcher}");
         let (raw, src) = parse(Path::new("c.toml"), &text)?;
         resolve_campaign(raw, &src)
     }
 
     #[test]
     fn default_is_local_and_each_kind_resolves() {
-        let (raw, src) = parse(Path::new("c.toml"), BASE).unwrap();
+        let (raw, src) = parse(Path::new("c.toml"), MINIMAL).unwrap();
         assert_eq!(
             resolve_campaign(raw, &src).unwrap().launcher,
             Launcher::Local
@@ -374,22 +363,25 @@ num_requests = 2
 
     #[test]
     fn wrong_keys_point_at_file_line_column() {
-        // Line 11 is `[launcher]`; the offending key is on line 13.
+        // `[launcher]` follows the base campaign: `kind` is on the next line,
+        // the offending key on the one after.
+        let kind_line = MINIMAL.lines().count() + 2;
+        let key_line = kind_line + 1;
         let e = load("kind = \"slurm\"\nhost = \"x\"\n").unwrap_err();
-        assert_eq!((e.line, e.col), (13, 8), "{e}");
+        assert_eq!((e.line, e.col), (key_line, 8), "{e}");
         assert!(
             e.message.contains("`host` is a key of the ssh launcher"),
             "{e}"
         );
         let e = load("kind = \"ssh\"\nhots = \"x\"\n").unwrap_err();
-        assert_eq!(e.line, 13, "{e}");
+        assert_eq!(e.line, key_line, "{e}");
         assert!(e.message.contains("unknown field `hots`"), "{e}");
         let e = load("kind = \"k8s\"\n").unwrap_err();
-        assert_eq!(e.line, 12, "{e}");
+        assert_eq!(e.line, kind_line, "{e}");
         assert!(e.message.contains("slurm"), "{e}");
         let e = load("kind = \"ssh\"\n").unwrap_err();
         assert!(e.message.contains("needs `host`"), "{e}");
         let e = load("kind = \"slurm\"\ntime_margin = \"soon\"\n").unwrap_err();
-        assert_eq!(e.line, 13, "{e}");
+        assert_eq!(e.line, key_line, "{e}");
     }
 }

@@ -459,7 +459,8 @@ pub fn load_campaign(path: &Path) -> Result<Campaign, CampaignError> {
 mod tests {
     use super::*;
 
-    const MINIMAL: &str = r#"
+    /// The smallest valid campaign; other tests of this module add to it.
+    pub(super) const MINIMAL: &str = r#"
 [campaign]
 name = "t"
 

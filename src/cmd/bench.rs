@@ -501,15 +501,15 @@ mod tests {
 
     #[test]
     fn a_scenario_without_a_count_plays_once_per_concurrent_user() {
-        let r = resolve(&args(&[
+        let scenario = [
             "--scenario",
             "calculator",
             "--api",
             "chat",
             "--concurrency",
             "1,4",
-        ]))
-        .unwrap();
+        ];
+        let r = resolve(&args(&scenario)).unwrap();
         let counts: Vec<Option<u64>> = r
             .shapes
             .iter()
@@ -517,17 +517,7 @@ mod tests {
             .collect();
         assert_eq!(counts, [Some(1), Some(4)]);
         // A count given is the count of sessions at every level.
-        let r = resolve(&args(&[
-            "--scenario",
-            "calculator",
-            "--api",
-            "chat",
-            "--concurrency",
-            "1,4",
-            "--num-requests",
-            "2",
-        ]))
-        .unwrap();
+        let r = resolve(&args(&[&scenario[..], &["--num-requests", "2"]].concat())).unwrap();
         assert!(r
             .shapes
             .iter()

@@ -12,7 +12,9 @@
 //! the launcher the test machines run instead of a native build; only the
 //! `draft-dflash` spec type is missing from its choices.
 
-use super::{push, EngineError, ServerSpec, SpecMethod, Speculative};
+use super::{
+    chain_only, push, spec_method, EngineError, EngineKind, ServerSpec, SpecMethod, Speculative,
+};
 
 /// Every flag this adapter can emit, as spelled in `common/arg.cpp`.
 pub const KNOWN_FLAGS: &[&str] = &[
@@ -47,7 +49,7 @@ pub const SPEC_TYPES: &[&str] = &[
 pub const DEFAULT_NGRAM_TYPE: &str = "ngram-simple";
 
 /// The methods llama.cpp can express, for error messages.
-const SUPPORTED: &str = "eagle3, mtp, dflash, draft-model, ngram";
+pub(super) const SUPPORTED: &str = "eagle3, mtp, dflash, draft-model, ngram";
 
 /// The engine-specific arguments for `spec`.
 ///
@@ -114,33 +116,10 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
 }
 
 fn speculative(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
-    if s.acceptance.is_some() {
-        return Err(
-            "speculative.acceptance is a simulator-only setting; remove it for llamacpp".into(),
-        );
-    }
-    let Some(method) = s.method else {
-        if *s == Speculative::default() {
-            return Ok(());
-        }
-        return Err(format!(
-            "speculative settings need a method (one of: {SUPPORTED})"
-        ));
+    let Some(method) = spec_method(s, EngineKind::Llamacpp, SUPPORTED)? else {
+        return Ok(());
     };
-    if s.topk.is_some_and(|k| k > 1) {
-        return Err(format!(
-            "llama.cpp drafts a single chain; topk {} (a draft tree) cannot be expressed, \
-             use topk 1 or unset",
-            s.topk.unwrap_or_default()
-        ));
-    }
-    if s.num_steps.is_some() {
-        return Err(
-            "llama.cpp has no separate draft-step count; the chain length is \
-             num_draft_tokens (--spec-draft-n-max), so leave num_steps unset"
-                .into(),
-        );
-    }
+    chain_only(s, "llama.cpp", "--spec-draft-n-max")?;
     let (default_type, needs_draft) = match method {
         SpecMethod::DraftModel => ("draft-simple", true),
         SpecMethod::Eagle3 => ("draft-eagle3", true),
@@ -215,17 +194,13 @@ fn speculative(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{test_spec, value_of, EngineKind};
+    use super::super::{err_of, test_spec, value_of, EngineKind};
     use super::*;
 
     fn spec_with(s: Speculative) -> ServerSpec {
         let mut spec = test_spec(EngineKind::Llamacpp);
         spec.speculative = Some(s);
         spec
-    }
-
-    fn err_of(spec: &ServerSpec) -> String {
-        args(spec).unwrap_err().to_string()
     }
 
     fn draft(method: SpecMethod) -> Speculative {
@@ -388,32 +363,6 @@ mod tests {
             ..draft(SpecMethod::Eagle3)
         }));
         assert!(msg.contains("needs a GGUF draft_model"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            topk: Some(8),
-            ..draft(SpecMethod::DraftModel)
-        }));
-        assert!(msg.contains("topk 8"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            num_steps: Some(4),
-            ..draft(SpecMethod::DraftModel)
-        }));
-        assert!(msg.contains("no separate draft-step count"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            num_draft_tokens: Some(0),
-            ..draft(SpecMethod::DraftModel)
-        }));
-        assert!(msg.contains("at least 1"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            acceptance: Some(0.6),
-            ..draft(SpecMethod::DraftModel)
-        }));
-        assert!(msg.contains("simulator-only"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            num_draft_tokens: Some(4),
-            ..Default::default()
-        }));
-        assert!(msg.contains("need a method"), "{msg}");
-        assert!(args(&spec_with(Speculative::default())).is_ok());
     }
 
     /// Flags and spec types emitted for every supported configuration.

@@ -344,6 +344,41 @@ pub(crate) struct ServerFlags {
     pub context: &'static str,
 }
 
+impl ServerFlags {
+    /// The flags [`push_server_flags`] can emit under these names, then
+    /// `own`, the adapter's other flags, so each flag name is written once.
+    /// `N` is the total; a wrong one fails to compile.
+    pub(crate) const fn known_flags<const N: usize>(
+        &self,
+        own: &[&'static str],
+    ) -> [&'static str; N] {
+        let shared = [
+            "--host",
+            "--port",
+            "--served-model-name",
+            self.tp,
+            self.mem_fraction,
+            self.max_running,
+            self.context,
+        ];
+        assert!(
+            N == shared.len() + own.len(),
+            "N counts the shared and own flags"
+        );
+        let mut out = [""; N];
+        let mut i = 0;
+        while i < N {
+            out[i] = if i < shared.len() {
+                shared[i]
+            } else {
+                own[i - shared.len()]
+            };
+            i += 1;
+        }
+        out
+    }
+}
+
 /// Validate and append host, port, served name, TP, memory fraction, max
 /// running requests and context length under the engine's flag names.
 pub(crate) fn push_server_flags(
@@ -387,12 +422,64 @@ pub(crate) fn push_server_flags(
     Ok(())
 }
 
+/// The checks every adapter makes before reading `s`, so the three engines
+/// refuse the same mistakes with the same words: settings meant for another
+/// engine, and settings without a method. `None`: nothing to emit.
+pub(crate) fn spec_method(
+    s: &Speculative,
+    engine: EngineKind,
+    supported: &str,
+) -> Result<Option<SpecMethod>, String> {
+    if s.acceptance.is_some() {
+        return Err(format!(
+            "speculative.acceptance is a simulator-only setting; remove it for {engine}"
+        ));
+    }
+    if engine != EngineKind::Llamacpp && s.llamacpp_type.is_some() {
+        return Err(format!(
+            "speculative.llamacpp_type applies to llama.cpp only; remove it for {engine}"
+        ));
+    }
+    match s.method {
+        Some(method) => Ok(Some(method)),
+        None if *s == Speculative::default() => Ok(None),
+        None => Err(format!(
+            "speculative settings need a method (one of: {supported})"
+        )),
+    }
+}
+
+/// Refuse what an engine that drafts a single chain of `num_draft_tokens`
+/// cannot express: a tree (topk above 1) or a separate step count. `name` is
+/// the engine as users know it, `length` where the chain length goes.
+pub(crate) fn chain_only(s: &Speculative, name: &str, length: &str) -> Result<(), String> {
+    if let Some(k) = s.topk.filter(|k| *k > 1) {
+        return Err(format!(
+            "{name} drafts a single chain; topk {k} (a draft tree) cannot be expressed, \
+             use topk 1 or unset"
+        ));
+    }
+    if s.num_steps.is_some() {
+        return Err(format!(
+            "{name} has no separate draft-step count; the chain length is \
+             num_draft_tokens ({length}), so leave num_steps unset"
+        ));
+    }
+    Ok(())
+}
+
 /// The value following `flag` in an argv.
 #[cfg(test)]
 pub(crate) fn value_of<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
     argv.iter()
         .position(|a| a == flag)
         .map(|i| argv[i + 1].as_str())
+}
+
+/// The message `spec` is refused with.
+#[cfg(test)]
+pub(crate) fn err_of(spec: &ServerSpec) -> String {
+    command_line(spec, "x").unwrap_err().to_string()
 }
 
 #[cfg(test)]
@@ -417,6 +504,155 @@ pub(crate) fn test_spec(engine: EngineKind) -> ServerSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The error `engine`'s adapter gives for `spec` changed by `change`.
+    fn err_with(engine: EngineKind, change: impl FnOnce(&mut ServerSpec)) -> String {
+        let mut spec = test_spec(engine);
+        change(&mut spec);
+        err_of(&spec)
+    }
+
+    /// The error `engine`'s adapter gives for speculative settings `s`.
+    fn spec_err(engine: EngineKind, s: Speculative) -> String {
+        err_with(engine, |spec| spec.speculative = Some(s))
+    }
+
+    #[test]
+    fn plain_configs_give_the_model_then_the_shared_flags() {
+        for (engine, model, tp) in [
+            (
+                EngineKind::Sglang,
+                &["--model-path", "/models/m"][..],
+                "--tp-size",
+            ),
+            // `vllm serve` takes the model as a positional argument.
+            (
+                EngineKind::Vllm,
+                &["/models/m"][..],
+                "--tensor-parallel-size",
+            ),
+        ] {
+            let mut want = engine.default_executable();
+            want.extend(model.iter().map(|s| s.to_string()));
+            let shared = ["--host", "127.0.0.1", "--port", "30000"];
+            let named = ["--served-model-name", "m", tp, "1"];
+            want.extend(shared.into_iter().chain(named).map(String::from));
+            assert_eq!(command_line(&test_spec(engine), "x").unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn shared_server_flags_reject_bad_resources() {
+        for (engine, mem_flag) in [
+            (EngineKind::Sglang, "--mem-fraction-static"),
+            (EngineKind::Vllm, "--gpu-memory-utilization"),
+        ] {
+            assert!(err_with(engine, |s| s.tp = 0).contains("tp must be at least 1"));
+            for m in [0.0, 1.5] {
+                let msg = err_with(engine, |s| s.mem_fraction = Some(m));
+                assert!(msg.contains("mem_fraction must be in (0, 1]"), "{msg}");
+                assert!(msg.contains(mem_flag), "{msg}");
+            }
+            let msg = err_with(engine, |s| s.max_running_requests = Some(0));
+            assert!(msg.contains("max_running_requests"), "{msg}");
+            let msg = err_with(engine, |s| s.context_length = Some(0));
+            assert!(msg.contains("context_length"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn every_adapter_refuses_misplaced_or_methodless_speculative_settings() {
+        for (engine, supported) in [
+            (EngineKind::Sglang, sglang::SUPPORTED),
+            (EngineKind::Vllm, vllm::SUPPORTED),
+            (EngineKind::Llamacpp, llamacpp::SUPPORTED),
+        ] {
+            let msg = spec_err(
+                engine,
+                Speculative {
+                    method: Some(SpecMethod::Ngram),
+                    acceptance: Some(0.7),
+                    ..Default::default()
+                },
+            );
+            assert!(msg.starts_with(&format!("{engine}: ")), "{msg}");
+            assert!(msg.contains("simulator-only"), "{msg}");
+            let msg = spec_err(
+                engine,
+                Speculative {
+                    num_draft_tokens: Some(4),
+                    ..Default::default()
+                },
+            );
+            assert!(
+                msg.contains("need a method") && msg.contains(supported),
+                "{msg}"
+            );
+            let msg = spec_err(
+                engine,
+                Speculative {
+                    method: Some(SpecMethod::Ngram),
+                    draft_model: Some("/d".into()),
+                    ..Default::default()
+                },
+            );
+            assert!(msg.contains("takes no draft_model"), "{msg}");
+            let mut spec = test_spec(engine);
+            spec.speculative = Some(Speculative::default());
+            assert!(command_line(&spec, "x").is_ok());
+        }
+        for engine in [EngineKind::Sglang, EngineKind::Vllm] {
+            let msg = spec_err(
+                engine,
+                Speculative {
+                    method: Some(SpecMethod::Ngram),
+                    num_draft_tokens: Some(2),
+                    llamacpp_type: Some("ngram-simple".into()),
+                    ..Default::default()
+                },
+            );
+            assert!(msg.contains("llama.cpp only"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn chain_drafters_refuse_trees_and_step_counts() {
+        let base = Speculative {
+            method: Some(SpecMethod::DraftModel),
+            draft_model: Some("/models/d.gguf".into()),
+            num_draft_tokens: Some(16),
+            ..Default::default()
+        };
+        for engine in [EngineKind::Vllm, EngineKind::Llamacpp] {
+            let msg = spec_err(
+                engine,
+                Speculative {
+                    topk: Some(8),
+                    ..base.clone()
+                },
+            );
+            assert!(
+                msg.starts_with(&format!("{engine}: ")) && msg.contains("topk 8"),
+                "{msg}"
+            );
+            let msg = spec_err(
+                engine,
+                Speculative {
+                    num_steps: Some(3),
+                    ..base.clone()
+                },
+            );
+            assert!(msg.contains("no separate draft-step count"), "{msg}");
+            let msg = spec_err(
+                engine,
+                Speculative {
+                    num_draft_tokens: Some(0),
+                    ..base.clone()
+                },
+            );
+            assert!(msg.contains("at least 1"), "{msg}");
+        }
+    }
 
     #[test]
     fn sim_runs_this_executable_with_its_own_flags() {

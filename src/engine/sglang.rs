@@ -12,7 +12,8 @@
 //! checks inline in `ServerArgs.__post_init__`.
 
 use super::{
-    push, push_server_flags, EngineError, ServerFlags, ServerSpec, SpecMethod, Speculative,
+    push, push_server_flags, spec_method, EngineError, EngineKind, ServerFlags, ServerSpec,
+    SpecMethod, Speculative,
 };
 
 /// This engine's names for the shared server settings.
@@ -24,15 +25,8 @@ const FLAGS: ServerFlags = ServerFlags {
 };
 
 /// Every flag this adapter can emit, as spelled in `server_args.py`.
-pub const KNOWN_FLAGS: &[&str] = &[
+pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<15>(&[
     "--model-path",
-    "--host",
-    "--port",
-    "--served-model-name",
-    "--tp-size",
-    "--mem-fraction-static",
-    "--max-running-requests",
-    "--context-length",
     "--speculative-algorithm",
     "--speculative-draft-model-path",
     "--speculative-num-steps",
@@ -40,10 +34,10 @@ pub const KNOWN_FLAGS: &[&str] = &[
     "--speculative-num-draft-tokens",
     "--speculative-dflash-block-size",
     "--speculative-ngram-max-bfs-breadth",
-];
+]);
 
 /// The methods SGLang can express, for error messages.
-const SUPPORTED: &str = "eagle, eagle3, mtp, dflash, draft-model, ngram";
+pub(super) const SUPPORTED: &str = "eagle, eagle3, mtp, dflash, draft-model, ngram";
 
 /// The engine-specific arguments for `spec`.
 pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
@@ -58,23 +52,8 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
 }
 
 fn speculative(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
-    if s.acceptance.is_some() {
-        return Err(
-            "speculative.acceptance is a simulator-only setting; remove it for sglang".into(),
-        );
-    }
-    if s.llamacpp_type.is_some() {
-        return Err(
-            "speculative.llamacpp_type applies to llama.cpp only; remove it for sglang".into(),
-        );
-    }
-    let Some(method) = s.method else {
-        if *s == Speculative::default() {
-            return Ok(());
-        }
-        return Err(format!(
-            "speculative settings need a method (one of: {SUPPORTED})"
-        ));
+    let Some(method) = spec_method(s, EngineKind::Sglang, SUPPORTED)? else {
+        return Ok(());
     };
     if s.num_steps == Some(0) || s.topk == Some(0) || s.num_draft_tokens == Some(0) {
         return Err("speculative num_steps, topk and num_draft_tokens must be at least 1".into());
@@ -222,17 +201,13 @@ fn eagle_budget(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{test_spec, value_of, EngineKind};
+    use super::super::{err_of, test_spec, value_of, EngineKind};
     use super::*;
 
     fn spec_with(s: Speculative) -> ServerSpec {
         let mut spec = test_spec(EngineKind::Sglang);
         spec.speculative = Some(s);
         spec
-    }
-
-    fn err_of(spec: &ServerSpec) -> String {
-        args(spec).unwrap_err().to_string()
     }
 
     fn tree(steps: u32, topk: u32, budget: u32) -> Speculative {
@@ -244,26 +219,6 @@ mod tests {
             num_draft_tokens: Some(budget),
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn plain_config() {
-        let argv = args(&test_spec(EngineKind::Sglang)).unwrap();
-        assert_eq!(
-            argv,
-            [
-                "--model-path",
-                "/models/m",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "30000",
-                "--served-model-name",
-                "m",
-                "--tp-size",
-                "1"
-            ]
-        );
     }
 
     #[test]
@@ -280,22 +235,6 @@ mod tests {
         assert_eq!(value_of(&argv, "--max-running-requests"), Some("64"));
         assert_eq!(value_of(&argv, "--context-length"), Some("32768"));
         assert!(!argv.contains(&"--served-model-name".to_string()));
-    }
-
-    #[test]
-    fn resource_rejections_name_the_problem() {
-        let mut spec = test_spec(EngineKind::Sglang);
-        spec.tp = 0;
-        assert!(err_of(&spec).contains("tp must be at least 1"));
-        let mut spec = test_spec(EngineKind::Sglang);
-        spec.mem_fraction = Some(1.5);
-        assert!(err_of(&spec).contains("mem_fraction must be in (0, 1]"));
-        let mut spec = test_spec(EngineKind::Sglang);
-        spec.max_running_requests = Some(0);
-        assert!(err_of(&spec).contains("max_running_requests"));
-        let mut spec = test_spec(EngineKind::Sglang);
-        spec.context_length = Some(0);
-        assert!(err_of(&spec).contains("context_length"));
     }
 
     #[test]
@@ -496,12 +435,6 @@ mod tests {
             value_of(&argv, "--speculative-num-draft-tokens"),
             Some("16")
         );
-        let msg = err_of(&spec_with(Speculative {
-            method: Some(SpecMethod::Ngram),
-            draft_model: Some("/d".into()),
-            ..Default::default()
-        }));
-        assert!(msg.contains("takes no draft_model"), "{msg}");
     }
 
     #[test]
@@ -511,24 +444,6 @@ mod tests {
             ..Default::default()
         }));
         assert!(msg.starts_with("sglang: ") && msg.contains("eagle needs draft_model"));
-        let msg = err_of(&spec_with(Speculative {
-            method: Some(SpecMethod::Ngram),
-            acceptance: Some(0.7),
-            ..Default::default()
-        }));
-        assert!(msg.contains("simulator-only"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            method: Some(SpecMethod::Ngram),
-            llamacpp_type: Some("ngram-simple".into()),
-            ..Default::default()
-        }));
-        assert!(msg.contains("llama.cpp only"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            num_draft_tokens: Some(4),
-            ..Default::default()
-        }));
-        assert!(msg.contains("need a method") && msg.contains(SUPPORTED));
-        assert!(args(&spec_with(Speculative::default())).is_ok());
     }
 
     #[test]

@@ -16,7 +16,8 @@
 use serde_json::{json, Map, Value};
 
 use super::{
-    push, push_server_flags, EngineError, ServerFlags, ServerSpec, SpecMethod, Speculative,
+    chain_only, push, push_server_flags, spec_method, EngineError, EngineKind, ServerFlags,
+    ServerSpec, SpecMethod, Speculative,
 };
 
 /// This engine's names for the shared server settings.
@@ -28,16 +29,7 @@ const FLAGS: ServerFlags = ServerFlags {
 };
 
 /// Every flag this adapter can emit, as spelled in `arg_utils.py` and `cli_args.py`.
-pub const KNOWN_FLAGS: &[&str] = &[
-    "--host",
-    "--port",
-    "--served-model-name",
-    "--tensor-parallel-size",
-    "--gpu-memory-utilization",
-    "--max-num-seqs",
-    "--max-model-len",
-    "--speculative-config",
-];
+pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<8>(&["--speculative-config"]);
 
 /// Smallest n-gram the prompt-lookup proposer matches. vLLM's own fallback
 /// (5 and 5) is marked arbitrary in its source; 2..4 follows the range of
@@ -49,7 +41,7 @@ pub const NGRAM_PROMPT_LOOKUP_MIN: u32 = 2;
 pub const NGRAM_PROMPT_LOOKUP_MAX: u32 = 4;
 
 /// The methods vLLM can express, for error messages.
-const SUPPORTED: &str = "eagle, eagle3, mtp, dflash, draft-model, ngram";
+pub(super) const SUPPORTED: &str = "eagle, eagle3, mtp, dflash, draft-model, ngram";
 
 /// The engine-specific arguments for `spec`; the model comes first because
 /// `vllm serve` takes it as a positional argument.
@@ -68,40 +60,12 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
 
 /// The `--speculative-config` object for `s`, or `None` when `s` asks for nothing.
 fn speculative_config(s: &Speculative) -> Result<Option<Map<String, Value>>, String> {
-    if s.acceptance.is_some() {
-        return Err(
-            "speculative.acceptance is a simulator-only setting; remove it for vllm".into(),
-        );
-    }
-    if s.llamacpp_type.is_some() {
-        return Err(
-            "speculative.llamacpp_type applies to llama.cpp only; remove it for vllm".into(),
-        );
-    }
-    let Some(method) = s.method else {
-        if *s == Speculative::default() {
-            return Ok(None);
-        }
-        return Err(format!(
-            "speculative settings need a method (one of: {SUPPORTED})"
-        ));
+    let Some(method) = spec_method(s, EngineKind::Vllm, SUPPORTED)? else {
+        return Ok(None);
     };
     // vLLM's proposers draft a chain of num_speculative_tokens; there is no
     // separate step count or branching factor to pass through.
-    if s.topk.is_some_and(|k| k > 1) {
-        return Err(format!(
-            "vllm drafts a single chain; topk {} (a draft tree) cannot be expressed, \
-             use topk 1 or unset",
-            s.topk.unwrap_or_default()
-        ));
-    }
-    if s.num_steps.is_some() {
-        return Err(
-            "vllm has no separate draft-step count; the chain length is \
-             num_draft_tokens (num_speculative_tokens), so leave num_steps unset"
-                .into(),
-        );
-    }
+    chain_only(s, "vllm", "num_speculative_tokens")?;
     if s.num_draft_tokens == Some(0) {
         return Err("num_draft_tokens must be at least 1 (num_speculative_tokens > 0)".into());
     }
@@ -162,7 +126,7 @@ fn speculative_config(s: &Speculative) -> Result<Option<Map<String, Value>>, Str
 
 #[cfg(test)]
 mod tests {
-    use super::super::{test_spec, value_of, EngineKind};
+    use super::super::{err_of, test_spec, value_of, EngineKind};
     use super::*;
 
     fn spec_with(s: Speculative) -> ServerSpec {
@@ -174,31 +138,6 @@ mod tests {
     fn config_of(s: Speculative) -> Value {
         let argv = args(&spec_with(s)).unwrap();
         serde_json::from_str(value_of(&argv, "--speculative-config").unwrap()).unwrap()
-    }
-
-    fn err_of(spec: &ServerSpec) -> String {
-        args(spec).unwrap_err().to_string()
-    }
-
-    #[test]
-    fn plain_config_starts_with_the_positional_model() {
-        let argv = args(&test_spec(EngineKind::Vllm)).unwrap();
-        assert_eq!(
-            argv,
-            [
-                "/models/m",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "30000",
-                "--served-model-name",
-                "m",
-                "--tensor-parallel-size",
-                "1"
-            ]
-        );
-        let full = super::super::command_line(&test_spec(EngineKind::Vllm), "x").unwrap();
-        assert_eq!(&full[..3], ["vllm", "serve", "/models/m"]);
     }
 
     #[test]
@@ -213,22 +152,6 @@ mod tests {
         assert_eq!(value_of(&argv, "--gpu-memory-utilization"), Some("0.9"));
         assert_eq!(value_of(&argv, "--max-num-seqs"), Some("256"));
         assert_eq!(value_of(&argv, "--max-model-len"), Some("131072"));
-    }
-
-    #[test]
-    fn resource_rejections_name_the_problem() {
-        let mut spec = test_spec(EngineKind::Vllm);
-        spec.tp = 0;
-        assert!(err_of(&spec).contains("tp must be at least 1"));
-        let mut spec = test_spec(EngineKind::Vllm);
-        spec.mem_fraction = Some(0.0);
-        assert!(err_of(&spec).contains("--gpu-memory-utilization"));
-        let mut spec = test_spec(EngineKind::Vllm);
-        spec.max_running_requests = Some(0);
-        assert!(err_of(&spec).contains("max_running_requests"));
-        let mut spec = test_spec(EngineKind::Vllm);
-        spec.context_length = Some(0);
-        assert!(err_of(&spec).contains("context_length"));
     }
 
     #[test]
@@ -295,38 +218,6 @@ mod tests {
             ..Default::default()
         }));
         assert!(msg.contains("ngram method needs num_draft_tokens"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            method: Some(SpecMethod::Ngram),
-            draft_model: Some("/d".into()),
-            num_draft_tokens: Some(4),
-            ..Default::default()
-        }));
-        assert!(msg.contains("takes no draft_model"), "{msg}");
-    }
-
-    #[test]
-    fn trees_and_step_counts_are_rejected() {
-        let base = Speculative {
-            method: Some(SpecMethod::Eagle),
-            draft_model: Some("/d".into()),
-            num_draft_tokens: Some(16),
-            ..Default::default()
-        };
-        let msg = err_of(&spec_with(Speculative {
-            topk: Some(8),
-            ..base.clone()
-        }));
-        assert!(msg.starts_with("vllm: ") && msg.contains("topk 8"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            num_steps: Some(3),
-            ..base.clone()
-        }));
-        assert!(msg.contains("no separate draft-step count"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            num_draft_tokens: Some(0),
-            ..base
-        }));
-        assert!(msg.contains("at least 1"), "{msg}");
     }
 
     #[test]
@@ -336,25 +227,6 @@ mod tests {
             ..Default::default()
         }));
         assert!(msg.contains("dflash needs draft_model"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            method: Some(SpecMethod::Mtp),
-            num_draft_tokens: Some(2),
-            acceptance: Some(0.5),
-            ..Default::default()
-        }));
-        assert!(msg.contains("simulator-only"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            method: Some(SpecMethod::Ngram),
-            num_draft_tokens: Some(2),
-            llamacpp_type: Some("ngram-mod".into()),
-            ..Default::default()
-        }));
-        assert!(msg.contains("llama.cpp only"), "{msg}");
-        let msg = err_of(&spec_with(Speculative {
-            draft_model: Some("/d".into()),
-            ..Default::default()
-        }));
-        assert!(msg.contains("need a method") && msg.contains(SUPPORTED));
         let argv = args(&spec_with(Speculative::default())).unwrap();
         assert!(!argv.contains(&"--speculative-config".to_string()));
     }

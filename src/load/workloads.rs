@@ -250,17 +250,7 @@ pub async fn build_source(
                 Ok((text.to_string(), None, Some(kind.name().to_string())))
             });
             info.counter = "none (natural prompt lengths)".into();
-            let mut src = PromptSource::new(
-                spec.api,
-                spec.model.clone(),
-                spec.output_len,
-                spec.ignore_eos,
-                prompt,
-            );
-            if let Some(n) = spec.count.filter(|n| *n <= 100_000) {
-                src.prebuild(n)?;
-            }
-            Ok((Box::new(src), info))
+            Ok((Box::new(prompt_source(spec, prompt).await?), info))
         }
         Prompts::Dataset {
             path,
@@ -376,21 +366,32 @@ pub async fn build_source(
                 let p = b.build(&exact_spec, i).map_err(|e| e.to_string())?;
                 Ok((p.text, Some(planned), Some(label.to_string())))
             });
-            let mut src = PromptSource::new(
-                spec.api,
-                spec.model.clone(),
-                spec.output_len,
-                spec.ignore_eos,
-                prompt,
-            );
-            if let Some(n) = spec.count.filter(|n| *n <= 100_000) {
-                src = tokio::task::spawn_blocking(move || src.prebuild(n).map(|_| src))
-                    .await
-                    .map_err(|e| e.to_string())??;
-            }
-            Ok((Box::new(src), info))
+            Ok((Box::new(prompt_source(spec, prompt).await?), info))
         }
     }
+}
+
+/// Largest request count built ahead of a level; a larger one is built as it
+/// is sent, so memory stays bounded.
+const PREBUILD_MAX: u64 = 100_000;
+
+/// A source of `prompt`s under `spec`'s API, model and output settings, with
+/// its requests built ahead when their count is known and small enough. The
+/// building runs off the async threads: exact prompts tokenize.
+async fn prompt_source(spec: &SourceSpec, prompt: PromptFn) -> Result<PromptSource, String> {
+    let mut src = PromptSource::new(
+        spec.api,
+        spec.model.clone(),
+        spec.output_len,
+        spec.ignore_eos,
+        prompt,
+    );
+    if let Some(n) = spec.count.filter(|n| *n <= PREBUILD_MAX) {
+        src = tokio::task::spawn_blocking(move || src.prebuild(n).map(|_| src))
+            .await
+            .map_err(|e| e.to_string())??;
+    }
+    Ok(src)
 }
 
 /// Warnings when the server counted prompts differently from the plan.

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use super::charts::Chart;
 use super::model::Report;
 use super::svg::{self, esc};
-use super::table::{point_cells, recommendation_lines, POINT_HEADER};
+use super::table::{kind_cells, point_cells, recommendation_lines, KIND_HEADER, POINT_HEADER};
 use super::Exporter;
 
 /// Renders the report as a standalone HTML page.
@@ -207,40 +207,9 @@ impl Exporter for HtmlExporter {
         s.push_str(&table(&POINT_HEADER, &rows));
         if !r.kinds.is_empty() {
             s.push_str(r#"<h2 id="kinds">Decode speed per prompt kind</h2>"#);
-            let rows: Vec<(Vec<String>, &str)> = r
-                .kinds
-                .iter()
-                .map(|k| {
-                    (
-                        vec![
-                            k.server_id.clone(),
-                            k.workload.clone(),
-                            k.kind.clone(),
-                            k.output_len.to_string(),
-                            k.load.clone(),
-                            k.requests.to_string(),
-                            format!("{:.1}", k.decode_tok_s_p50),
-                            k.speedup_decode
-                                .map(|v| format!("{v:.2}x"))
-                                .unwrap_or_else(|| "-".into()),
-                        ],
-                        "",
-                    )
-                })
-                .collect();
-            s.push_str(&table(
-                &[
-                    "server",
-                    "workload",
-                    "kind",
-                    "output len",
-                    "load",
-                    "requests",
-                    "decode tok/s p50",
-                    "speedup decode",
-                ],
-                &rows,
-            ));
+            let rows: Vec<(Vec<String>, &str)> =
+                r.kinds.iter().map(|k| (kind_cells(k), "")).collect();
+            s.push_str(&table(&KIND_HEADER, &rows));
         }
         if !r.notes.is_empty() || !r.unreadable.is_empty() {
             s.push_str(r#"<h2 id="notes">Notes</h2><ul>"#);

@@ -2,7 +2,7 @@
 //! same tables as the terminal plus the speedups per prompt kind.
 
 use super::model::Report;
-use super::table::{point_cells, recommendation_lines, POINT_HEADER};
+use super::table::{kind_cells, point_cells, recommendation_lines, KIND_HEADER, POINT_HEADER};
 use super::Exporter;
 
 /// Renders the report as GitHub-flavoured Markdown.
@@ -55,39 +55,10 @@ impl Exporter for MarkdownExporter {
         );
         let rows: Vec<Vec<String>> = r.points.iter().map(point_cells).collect();
         out.push_str(&md_table(&POINT_HEADER, &rows));
-        let kinds: Vec<Vec<String>> = r
-            .kinds
-            .iter()
-            .map(|k| {
-                vec![
-                    k.server_id.clone(),
-                    k.workload.clone(),
-                    k.kind.clone(),
-                    k.output_len.to_string(),
-                    k.load.clone(),
-                    k.requests.to_string(),
-                    format!("{:.1}", k.decode_tok_s_p50),
-                    k.speedup_decode
-                        .map(|s| format!("{s:.2}x"))
-                        .unwrap_or_else(|| "-".into()),
-                ]
-            })
-            .collect();
+        let kinds: Vec<Vec<String>> = r.kinds.iter().map(kind_cells).collect();
         if !kinds.is_empty() {
             out.push_str("\n## Decode speed per prompt kind\n\n");
-            out.push_str(&md_table(
-                &[
-                    "server",
-                    "workload",
-                    "kind",
-                    "output len",
-                    "load",
-                    "requests",
-                    "decode tok/s p50",
-                    "speedup decode",
-                ],
-                &kinds,
-            ));
+            out.push_str(&md_table(&KIND_HEADER, &kinds));
         }
         out.push_str("\n## Failed, skipped and suspicious cells\n\n");
         if r.problems.is_empty() {

@@ -2,7 +2,7 @@
 //! campaign answers "which config wins, by how much, where it breaks"
 //! without opening a file.
 
-use super::model::{PointRow, Report, Spread};
+use super::model::{KindRow, PointRow, Report, Spread};
 use super::Exporter;
 use crate::ui::table;
 
@@ -67,6 +67,34 @@ pub fn point_cells(p: &PointRow) -> Vec<String> {
         speedup(p.speedup_decode),
         speedup(p.speedup_output),
         p.gpus.to_string(),
+    ]
+}
+
+/// Column headers of the per-prompt-kind table (Markdown and HTML).
+pub const KIND_HEADER: [&str; 8] = [
+    "server",
+    "workload",
+    "kind",
+    "output len",
+    "load",
+    "requests",
+    "decode tok/s p50",
+    "speedup decode",
+];
+
+/// One prompt kind as table cells (Markdown and HTML).
+pub fn kind_cells(k: &KindRow) -> Vec<String> {
+    vec![
+        k.server_id.clone(),
+        k.workload.clone(),
+        k.kind.clone(),
+        k.output_len.to_string(),
+        k.load.clone(),
+        k.requests.to_string(),
+        format!("{:.1}", k.decode_tok_s_p50),
+        k.speedup_decode
+            .map(|s| format!("{s:.2}x"))
+            .unwrap_or_else(|| "-".into()),
     ]
 }
 

@@ -373,60 +373,33 @@ async fn metrics(State(s): State<Arc<Shared>>) -> Response {
         out.push_str(&format!("# HELP sim:{name} {help}\n# TYPE sim:{name} {kind}\nsim:{name}{{model_name=\"{}\"}} {value}\n", s.cfg.model_name));
     };
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
-    metric(
-        "num_requests_running",
-        "gauge",
-        "Sequences decoding now.",
-        load(&c.running),
-    );
-    metric(
-        "num_requests_waiting",
-        "gauge",
-        "Requests waiting for a slot or KV space.",
-        load(&c.waiting),
-    );
+    // One series a line: the tables read as the exposition they produce.
+    #[rustfmt::skip]
+    let gauges = [
+        ("num_requests_running", "Sequences decoding now.", &c.running),
+        ("num_requests_waiting", "Requests waiting for a slot or KV space.", &c.waiting),
+    ];
+    for (name, help, value) in gauges {
+        metric(name, "gauge", help, load(value));
+    }
     metric(
         "kv_cache_usage_perc",
         "gauge",
         "Fraction of KV capacity reserved by running sequences.",
         format!("{kv_frac}"),
     );
-    metric(
-        "prompt_tokens_total",
-        "counter",
-        "Prompt tokens processed.",
-        load(&c.prompt_tokens),
-    );
-    metric(
-        "generation_tokens_total",
-        "counter",
-        "Tokens generated.",
-        load(&c.generation_tokens),
-    );
-    metric(
-        "request_success_total",
-        "counter",
-        "Requests finished normally.",
-        load(&c.success),
-    );
-    metric(
-        "spec_decode_num_drafts_total",
-        "counter",
-        "Speculative verification steps.",
-        load(&c.drafts),
-    );
-    metric(
-        "spec_decode_num_draft_tokens_total",
-        "counter",
-        "Draft tokens proposed.",
-        load(&c.draft_tokens),
-    );
-    metric(
-        "spec_decode_num_accepted_tokens_total",
-        "counter",
-        "Draft tokens accepted.",
-        load(&c.accepted_tokens),
-    );
+    #[rustfmt::skip]
+    let counters = [
+        ("prompt_tokens_total", "Prompt tokens processed.", &c.prompt_tokens),
+        ("generation_tokens_total", "Tokens generated.", &c.generation_tokens),
+        ("request_success_total", "Requests finished normally.", &c.success),
+        ("spec_decode_num_drafts_total", "Speculative verification steps.", &c.drafts),
+        ("spec_decode_num_draft_tokens_total", "Draft tokens proposed.", &c.draft_tokens),
+        ("spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", &c.accepted_tokens),
+    ];
+    for (name, help, value) in counters {
+        metric(name, "counter", help, load(value));
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 

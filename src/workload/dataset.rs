@@ -483,11 +483,21 @@ mod tests {
             ("{\"prompt\": \"x\", \"output_len\": -3}\n", "line 1"),
             ("not json\n", "line 1"),
         ];
+        assert_each_names_file_and_location(DatasetFormat::Jsonl, "jsonl", &cases);
+    }
+
+    /// Every `(content, location)` case, loaded as `format` from a file with
+    /// extension `ext`, fails with a message naming the file and the location.
+    fn assert_each_names_file_and_location(
+        format: DatasetFormat,
+        ext: &str,
+        cases: &[(&str, &str)],
+    ) {
         for (i, (content, location)) in cases.iter().enumerate() {
-            let file = TempFile::new(&format!("bad{i}.jsonl"), content);
+            let file = TempFile::new(&format!("bad{i}.{ext}"), content);
             let err = load(
                 &file.0,
-                DatasetFormat::Jsonl,
+                format,
                 &ApproxCounter,
                 &LengthFilter::default(),
                 None,
@@ -539,21 +549,7 @@ mod tests {
             (r#"{"conversations": []}"#, "line 1"),
             (r#"[{"conversations": []}] trailing"#, "line 1"),
         ];
-        for (i, (content, location)) in cases.iter().enumerate() {
-            let file = TempFile::new(&format!("bad{i}.json"), content);
-            let err = load(
-                &file.0,
-                DatasetFormat::Sharegpt,
-                &ApproxCounter,
-                &LengthFilter::default(),
-                None,
-                0,
-            )
-            .unwrap_err();
-            let msg = err.to_string();
-            assert!(msg.contains(&file.0.display().to_string()), "{msg}");
-            assert!(msg.contains(location), "case {i}: {msg}");
-        }
+        assert_each_names_file_and_location(DatasetFormat::Sharegpt, "json", &cases);
     }
 
     #[test]
