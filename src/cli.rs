@@ -86,6 +86,9 @@ pub struct ReportArgs {
     /// Server id speedups are computed against (default: the one in RESULTS_DIR/campaign.json).
     #[arg(long)]
     pub baseline: Option<String>,
+    /// Rank a config for a workload family it crashed in (by default it is left out of that family's recommendations).
+    #[arg(long)]
+    pub include_crashed: bool,
 }
 
 /// Arguments of `servebench compare`.

@@ -521,3 +521,60 @@ fn baseline_flag_overrides_campaign_json_and_no_baseline_means_no_speedups() {
     assert!(r.cells.iter().all(|c| c.speedup_decode.is_none()));
     assert!(r.charts.iter().all(|c| c.section != "speedup"));
 }
+
+#[test]
+fn a_config_that_crashed_in_a_family_is_not_recommended_for_it_unless_asked() {
+    let mut set = fixture();
+    // `crashy` crashed in the chat family; at one stream on the ctx prompts
+    // it was the fastest of all, and those synthetic requests share a
+    // single-stream pick with the chat family's.
+    let crashy = server("crashy", 1, Some(6));
+    let fast = Perf {
+        gap_ms: 1.0,
+        tokens_per_chunk: 6,
+        ttft_ms: 30.0,
+    };
+    set.cells.push(cell(
+        &crashy,
+        point("ctx", 4096, 1, 0),
+        CellStatus::Ok,
+        records(fast, 4096, 1, 0, &[], false),
+    ));
+    let pick = |r: &Report| {
+        r.stream_picks
+            .iter()
+            .find(|p| p.kind == "synthetic")
+            .cloned()
+            .expect("a synthetic single-stream pick")
+    };
+    let default = build(&set, &ReportOptions::default());
+    let p = pick(&default);
+    assert_ne!(p.best.server_id, "crashy");
+    assert_eq!(p.excluded.len(), 1);
+    assert_eq!(p.excluded[0].server_id, "crashy");
+    assert_eq!(
+        p.excluded[0].crashed_in,
+        vec!["chat-in512-out64-c1".to_string()]
+    );
+    let table = String::from_utf8(Format::Table.exporter().render(&default)).unwrap();
+    assert!(
+        table.contains("not ranked: `crashy` (crashed in chat-in512-out64-c1)"),
+        "{table}"
+    );
+    let asked = build(
+        &set,
+        &ReportOptions {
+            include_crashed: true,
+            ..Default::default()
+        },
+    );
+    let p = pick(&asked);
+    assert_eq!(p.best.server_id, "crashy");
+    assert!(p.excluded.is_empty());
+    // Its caveat still says what went wrong.
+    assert!(
+        p.caveat.as_deref().is_some_and(|c| c.contains("crashed")),
+        "{:?}",
+        p.caveat
+    );
+}

@@ -10,6 +10,7 @@ pub fn run(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
     let set = report::load(&a.results_dir)?;
     let opts = report::ReportOptions {
         baseline: a.baseline,
+        include_crashed: a.include_crashed,
         ..Default::default()
     };
     let r = report::build(&set, &opts);

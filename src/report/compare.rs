@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::model::{usable, Spread};
+use super::model::{status_text, usable, Spread};
 use super::ResultSet;
 use crate::store::CellResult;
 use crate::ui::table;
@@ -173,17 +173,7 @@ pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison 
         let ok_n: Vec<&&CellResult> = ns.iter().filter(|c| usable(c.status)).collect();
         if !ok_b.is_empty() && ok_n.is_empty() {
             regressions += 1;
-            let st: Vec<String> = ns
-                .iter()
-                .map(|c| {
-                    let class = c
-                        .failure
-                        .as_ref()
-                        .map(|f| format!(" ({})", f.class))
-                        .unwrap_or_default();
-                    format!("{}{class}", c.status.as_str())
-                })
-                .collect();
+            let st: Vec<String> = ns.iter().map(|c| status_text(c)).collect();
             notes.push(format!(
                 "REGRESSION {server_id}/{point}: measured in BASE, no usable measurement in NEW: {}",
                 st.join(", ")

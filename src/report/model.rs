@@ -34,6 +34,8 @@ pub struct ReportOptions {
     pub baseline: Option<String>,
     /// Seed of the bootstrap generator.
     pub seed: u64,
+    /// Rank configs for a workload family they crashed in (left out by default).
+    pub include_crashed: bool,
 }
 
 impl Default for ReportOptions {
@@ -41,6 +43,7 @@ impl Default for ReportOptions {
         Self {
             baseline: None,
             seed: 0x0005_e27e_be7c,
+            include_crashed: false,
         }
     }
 }
@@ -453,6 +456,14 @@ pub(super) fn kind_of(r: &RequestRecord) -> String {
     r.label.clone().unwrap_or_else(|| "synthetic".into())
 }
 
+/// A cell's status with its failure class, e.g. `failed (crashed)`.
+pub(super) fn status_text(c: &CellResult) -> String {
+    match &c.failure {
+        Some(f) => format!("{} ({})", c.status.as_str(), f.class),
+        None => c.status.as_str().to_string(),
+    }
+}
+
 fn reason_of(c: &CellResult) -> Option<String> {
     let mut parts = Vec::new();
     if let Some(f) = &c.failure {
@@ -554,8 +565,8 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
     let mut rng = SplitMix::new(opts.seed);
     let kinds = kind_rows(&cells, baseline.as_deref());
     let gpu_points = gpu_points(&points);
-    let slo_picks = slo_picks(&cells, &mut rng);
-    let stream_picks = stream_picks(&cells, &mut rng);
+    let slo_picks = slo_picks(&cells, &mut rng, opts.include_crashed);
+    let stream_picks = stream_picks(&cells, &mut rng, opts.include_crashed);
     let problems = cells
         .iter()
         .filter(|c| c.status != CellStatus::Ok)

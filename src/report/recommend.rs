@@ -2,16 +2,18 @@
 //! per GPU) and per prompt kind at one stream (decode speed), each with an
 //! interval, the runner-up and whether the two can be told apart.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
 use super::bootstrap::{bootstrap, median, SplitMix, BOOTSTRAP_RESAMPLES};
 use super::model::{
-    concurrency_of, decode_by, family_of, gpus_of, kind_of, load_text, slo_text, usable, Spread,
+    concurrency_of, decode_by, family_of, gpus_of, kind_of, load_text, slo_text, status_text,
+    usable, Spread,
 };
+use crate::failure::FailureClass;
 use crate::metrics::goodput::meets;
-use crate::store::CellResult;
+use crate::store::{CellResult, CellStatus};
 use crate::util::units::Slo;
 
 /// A candidate in a ranking, with its interval.
@@ -50,6 +52,19 @@ pub struct SloPick {
     pub candidates: usize,
     /// What else the winner's server did wrong in this campaign.
     pub caveat: Option<String>,
+    /// Configs left out because they crashed in this workload family.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded: Vec<Excluded>,
+}
+
+/// A config not ranked for a pick because its server crashed under the same
+/// workload family: its other numbers there are from before the crash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Excluded {
+    /// Server config id.
+    pub server_id: String,
+    /// The cells of the family it crashed in.
+    pub crashed_in: Vec<String>,
 }
 
 /// The fastest single-stream config for one prompt kind.
@@ -67,14 +82,73 @@ pub struct StreamPick {
     pub requests: usize,
     /// What else the winner's server did wrong in this campaign.
     pub caveat: Option<String>,
+    /// Configs left out because they crashed in a family these requests came from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded: Vec<Excluded>,
 }
 
 fn overlaps(a: &Ranked, b: &Ranked) -> bool {
     a.low <= b.high && b.low <= a.high
 }
 
+/// Whether the winner's interval clears the runner-up's.
+fn confidence(best: &Ranked, runner_up: Option<&Ranked>) -> String {
+    if runner_up.is_some_and(|r| overlaps(best, r)) {
+        "too close to call"
+    } else {
+        "confident"
+    }
+    .into()
+}
+
+/// Per server, the families it crashed in and the crashed cells of each.
+type Crashes = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+
+fn crashes(cells: &[&CellResult]) -> Crashes {
+    let mut out = Crashes::new();
+    for c in cells {
+        // Cells left unrun by the crash carry its class too; only the cell
+        // that was running when it died is where it crashed.
+        let crashed = c.status == CellStatus::Failed
+            && c.failure
+                .as_ref()
+                .is_some_and(|f| f.class == FailureClass::Crashed);
+        if crashed {
+            out.entry(c.server_id.clone())
+                .or_default()
+                .entry(family_of(c))
+                .or_default()
+                .push(c.cell_name.clone());
+        }
+    }
+    out
+}
+
+/// The servers that crashed in any of `families`, with the cells.
+fn crashed_in(crashes: &Crashes, families: &BTreeSet<String>) -> Vec<Excluded> {
+    crashes
+        .iter()
+        .filter_map(|(server, by_family)| {
+            let cells: Vec<String> = by_family
+                .iter()
+                .filter(|(f, _)| families.contains(*f))
+                .flat_map(|(_, c)| c.iter().cloned())
+                .collect();
+            (!cells.is_empty()).then(|| Excluded {
+                server_id: server.clone(),
+                crashed_in: cells,
+            })
+        })
+        .collect()
+}
+
 /// The best config per SLO and workload family.
-pub(super) fn slo_picks(cells: &[&CellResult], rng: &mut SplitMix) -> Vec<SloPick> {
+pub(super) fn slo_picks(
+    cells: &[&CellResult],
+    rng: &mut SplitMix,
+    include_crashed: bool,
+) -> Vec<SloPick> {
+    let crashes = crashes(cells);
     // (slo, family) → (server, load) → per-repetition (rate/GPU, share, cell)
     type Cand<'a> = Vec<(f64, f64, &'a CellResult, Slo)>;
     type ByConfig<'a> = BTreeMap<(usize, String, String), Cand<'a>>;
@@ -95,8 +169,15 @@ pub(super) fn slo_picks(cells: &[&CellResult], rng: &mut SplitMix) -> Vec<SloPic
     }
     let mut out = Vec::new();
     for ((slo, family), cands) in groups {
+        let mut excluded = if include_crashed {
+            Vec::new()
+        } else {
+            crashed_in(&crashes, &BTreeSet::from([family.clone()]))
+        };
+        excluded.retain(|e| cands.keys().any(|(_, s, _)| *s == e.server_id));
         let mut ranked: Vec<(Ranked, f64, bool)> = cands
             .iter()
+            .filter(|((_, server, _), _)| !excluded.iter().any(|e| &e.server_id == server))
             .map(|((_, server, load), reps)| {
                 let values: Vec<f64> = reps.iter().map(|r| r.0).collect();
                 let sp = Spread::of(values.iter().copied()).unwrap_or(Spread {
@@ -159,18 +240,12 @@ pub(super) fn slo_picks(cells: &[&CellResult], rng: &mut SplitMix) -> Vec<SloPic
             continue;
         }
         let runner_up = ranked.get(1).map(|r| r.0.clone());
-        let close = runner_up.as_ref().is_some_and(|r| overlaps(&best, r));
         out.push(SloPick {
             slo,
             family,
             best_share: share,
+            confidence: confidence(&best, runner_up.as_ref()),
             runner_up,
-            confidence: if close {
-                "too close to call"
-            } else {
-                "confident"
-            }
-            .into(),
             interval: if by_reps {
                 "min–max over repetitions".into()
             } else {
@@ -179,6 +254,7 @@ pub(super) fn slo_picks(cells: &[&CellResult], rng: &mut SplitMix) -> Vec<SloPic
             candidates: ranked.len(),
             caveat: caveat(cells, &best.server_id),
             best,
+            excluded,
         });
     }
     out
@@ -190,14 +266,7 @@ fn caveat(cells: &[&CellResult], server: &str) -> Option<String> {
     let bad: Vec<String> = cells
         .iter()
         .filter(|c| c.server_id == server && !usable(c.status))
-        .map(|c| {
-            let class = c
-                .failure
-                .as_ref()
-                .map(|f| format!(" ({})", f.class))
-                .unwrap_or_default();
-            format!("{} {}{class}", c.cell_name, c.status.as_str())
-        })
+        .map(|c| format!("{} {}", c.cell_name, status_text(c)))
         .collect();
     (!bad.is_empty()).then(|| {
         format!(
@@ -209,7 +278,13 @@ fn caveat(cells: &[&CellResult], server: &str) -> Option<String> {
 }
 
 /// The fastest single-stream config per prompt kind.
-pub(super) fn stream_picks(cells: &[&CellResult], rng: &mut SplitMix) -> Vec<StreamPick> {
+pub(super) fn stream_picks(
+    cells: &[&CellResult],
+    rng: &mut SplitMix,
+    include_crashed: bool,
+) -> Vec<StreamPick> {
+    let crashes = crashes(cells);
+    let mut families: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut rank: HashMap<&str, usize> = HashMap::new();
     for c in cells {
         let n = rank.len();
@@ -219,6 +294,14 @@ pub(super) fn stream_picks(cells: &[&CellResult], rng: &mut SplitMix) -> Vec<Str
         (concurrency_of(&c.workload.load) == Some(1))
             .then(|| (kind_of(r), rank[c.server_id.as_str()], c.server_id.clone()))
     });
+    // The families each kind's single-stream requests came from.
+    for c in cells {
+        if concurrency_of(&c.workload.load) == Some(1) {
+            for r in c.summary.iter().flat_map(|s| &s.requests) {
+                families.entry(kind_of(r)).or_default().insert(family_of(c));
+            }
+        }
+    }
     let mut by_kind: BTreeMap<String, Vec<(Ranked, usize)>> = BTreeMap::new();
     for ((kind, _, server), v) in &groups {
         let (low, high) = bootstrap(v, rng, median);
@@ -236,23 +319,24 @@ pub(super) fn stream_picks(cells: &[&CellResult], rng: &mut SplitMix) -> Vec<Str
     by_kind
         .into_iter()
         .filter_map(|(kind, mut cands)| {
+            let mut excluded = match families.get(&kind) {
+                Some(f) if !include_crashed => crashed_in(&crashes, f),
+                _ => Vec::new(),
+            };
+            excluded.retain(|e| cands.iter().any(|c| c.0.server_id == e.server_id));
+            cands.retain(|c| !excluded.iter().any(|e| e.server_id == c.0.server_id));
             cands.sort_by(|a, b| b.0.value.total_cmp(&a.0.value));
             let (best, requests) = cands.first().cloned()?;
             let runner_up = cands.get(1).map(|c| c.0.clone());
-            let close = runner_up.as_ref().is_some_and(|r| overlaps(&best, r));
             let caveat = caveat(cells, &best.server_id);
             Some(StreamPick {
                 kind,
+                confidence: confidence(&best, runner_up.as_ref()),
                 best,
                 runner_up,
-                confidence: if close {
-                    "too close to call"
-                } else {
-                    "confident"
-                }
-                .into(),
                 requests,
                 caveat,
+                excluded,
             })
         })
         .collect()

@@ -3,6 +3,7 @@
 //! without opening a file.
 
 use super::model::{KindRow, PointRow, Report, Spread};
+use super::recommend::Excluded;
 use super::Exporter;
 use crate::ui::table;
 
@@ -123,11 +124,7 @@ pub fn recommendation_lines(r: &Report) -> Vec<String> {
             p.interval,
             p.candidates
         ));
-        if let Some(c) = &p.caveat {
-            out.last_mut()
-                .expect("just pushed")
-                .push_str(&format!(" — {c}"));
-        }
+        append_caveats(&mut out, p.caveat.as_deref(), &p.excluded);
     }
     for p in &r.stream_picks {
         let runner = match &p.runner_up {
@@ -141,11 +138,7 @@ pub fn recommendation_lines(r: &Report) -> Vec<String> {
             "single stream, {}: {} — {:.1} tok/s decode p50 [{:.1}, {:.1}] over {} requests{runner}; {}",
             p.kind, p.best.server_id, p.best.value, p.best.low, p.best.high, p.requests, p.confidence
         ));
-        if let Some(c) = &p.caveat {
-            out.last_mut()
-                .expect("just pushed")
-                .push_str(&format!(" — {c}"));
-        }
+        append_caveats(&mut out, p.caveat.as_deref(), &p.excluded);
     }
     if out.is_empty() {
         out.push(
@@ -207,5 +200,23 @@ pub fn one_line(s: &str, max: usize) -> String {
         format!("{}…", first.chars().take(max).collect::<String>())
     } else {
         first.to_string()
+    }
+}
+
+/// The winner's own problems and the configs left out, after a pick's line.
+fn append_caveats(out: &mut [String], caveat: Option<&str>, excluded: &[Excluded]) {
+    let Some(line) = out.last_mut() else { return };
+    if let Some(c) = caveat {
+        line.push_str(&format!(" — {c}"));
+    }
+    if !excluded.is_empty() {
+        let who: Vec<String> = excluded
+            .iter()
+            .map(|e| format!("`{}` (crashed in {})", e.server_id, e.crashed_in.join(", ")))
+            .collect();
+        line.push_str(&format!(
+            " — not ranked: {}; `servebench report --include-crashed` ranks them",
+            who.join(", ")
+        ));
     }
 }
