@@ -413,10 +413,7 @@ async fn run_group(
         }
         slot.eta.started(
             &g.server.id,
-            running
-                .run
-                .startup_s
-                .map(|s| s + running.run.warmup_s.unwrap_or(0.0)),
+            running.run.ready_s(),
             if running.run.warmup_s.is_some() {
                 u64::from(c.run.server_warmup)
             } else {

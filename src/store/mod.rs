@@ -194,10 +194,23 @@ pub struct ServerRunLite {
     pub warmup_s: Option<f64>,
 }
 
+/// Launch → ready for the first cell (healthy and warmed up), s: the one
+/// rule for stored runs and the run in progress.
+fn ready_s(startup_s: Option<f64>, warmup_s: Option<f64>) -> Option<f64> {
+    startup_s.map(|s| s + warmup_s.unwrap_or(0.0))
+}
+
+impl ServerRun {
+    /// Launch → ready for the first cell (healthy and warmed up), s.
+    pub fn ready_s(&self) -> Option<f64> {
+        ready_s(self.startup_s, self.warmup_s)
+    }
+}
+
 impl ServerRunLite {
     /// Launch → ready for the first cell (healthy and warmed up), s.
     pub fn ready_s(&self) -> Option<f64> {
-        self.startup_s.map(|s| s + self.warmup_s.unwrap_or(0.0))
+        ready_s(self.startup_s, self.warmup_s)
     }
 }
 
@@ -362,5 +375,30 @@ impl Store {
             }
         }
         (ok, bad)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_is_startup_plus_warmup_for_live_and_stored_runs() {
+        let run = ServerRun {
+            startup_s: Some(40.0),
+            warmup_s: Some(3.5),
+            ..Default::default()
+        };
+        let lite = ServerRunLite {
+            startup_s: Some(40.0),
+            warmup_s: None,
+        };
+        assert_eq!(run.ready_s(), Some(43.5));
+        assert_eq!(lite.ready_s(), Some(40.0));
+        let never_healthy = ServerRun {
+            warmup_s: Some(1.0),
+            ..Default::default()
+        };
+        assert_eq!(never_healthy.ready_s(), None);
     }
 }
