@@ -13,7 +13,8 @@
 //!    client, SSE, raw records), [`sim`] (the built-in simulated server).
 //! 2. [`load`] (arrival schedules, request sources, the one load driver and
 //!    its live view), [`ui`] (progress bar, terminal tables), [`metrics`]
-//!    (statistics, goodput, level summaries, judgment from raw records).
+//!    (statistics, goodput, level summaries, judgment from raw records),
+//!    [`search`] (SLO search: probe order and boundaries; pure).
 //! 3. [`campaign`] (the TOML schema, matrix expansion, validation),
 //!    [`store`] (per-cell results, identities, the results directory).
 //! 4. [`report`] (tables, CSV, JSON, HTML, compare), [`cli`] (arguments as
@@ -24,7 +25,7 @@
 //!    submission, live ETA, the run summary).
 //! 7. [`cmd`] (one module per subcommand: arguments in, exit code out).
 //!
-//! `campaign`, `plan`, `memory`, `metrics` and `report` are pure: no async
+//! `campaign`, `plan`, `memory`, `metrics`, `search` and `report` are pure: no async
 //! runtime, processes or sockets, and file access only at their named
 //! loading and writing entry points.
 
@@ -41,6 +42,7 @@ pub mod metrics;
 pub mod plan;
 pub mod report;
 pub mod runner;
+pub mod search;
 pub mod sim;
 pub mod store;
 pub mod telemetry;

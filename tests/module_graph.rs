@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Modules whose functions compute from their inputs only.
-const PURE: &[&str] = &["campaign", "plan", "memory", "metrics", "report"];
+const PURE: &[&str] = &["campaign", "plan", "memory", "metrics", "search", "report"];
 
 /// What a pure module must never name.
 const IMPURE: &[&str] = &[
