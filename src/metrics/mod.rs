@@ -18,6 +18,7 @@
 //! Failed requests are counted by class and never enter latency statistics.
 //! Percentiles interpolate linearly between closest ranks.
 
+pub mod bootstrap;
 pub mod goodput;
 pub mod judge;
 pub mod level;

@@ -9,7 +9,6 @@
 //! `campaign.json` that `run` writes next to `cells/` (name, description,
 //! baseline, server and workload order).
 
-pub mod bootstrap;
 pub mod charts;
 pub mod compare;
 pub mod csv;

@@ -13,13 +13,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::bootstrap::{median, SplitMix};
 use super::charts::{charts, Chart};
 use super::recommend::{slo_picks, stream_picks, SloPick, StreamPick};
 use super::ResultSet;
 use crate::campaign::PromptSource;
 use crate::client::record::RequestRecord;
 use crate::load::schedule::LoadShape;
+use crate::metrics::bootstrap::{median, SplitMix};
 use crate::metrics::stats::decode_tok_s;
 use crate::store::{CellResult, CellStatus};
 use crate::util::units::Slo;

@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::bootstrap::{bootstrap, median, SplitMix, BOOTSTRAP_RESAMPLES};
 use super::model::{
     concurrency_of, decode_by, family_of, gpus_of, kind_of, load_text, slo_text, status_text,
     usable, Spread,
 };
 use crate::failure::FailureClass;
+use crate::metrics::bootstrap::{bootstrap, median, SplitMix, BOOTSTRAP_RESAMPLES};
 use crate::metrics::goodput::meets;
 use crate::store::{CellResult, CellStatus};
 use crate::util::units::Slo;

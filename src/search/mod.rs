@@ -229,7 +229,9 @@ impl SearchSpec {
         let step = step.unwrap_or(min);
         for (name, v) in [("min", min), ("max", max), ("step", step)] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(format!("search `{name}` must be a positive number, not {v}"));
+                return Err(format!(
+                    "search `{name}` must be a positive number, not {v}"
+                ));
             }
             if axis == Axis::Concurrency && v.fract() != 0.0 {
                 return Err(format!(
@@ -241,7 +243,10 @@ impl SearchSpec {
             return Err(format!("search `max` ({max}) is below `min` ({min})"));
         }
         if axis == Axis::Concurrency && max > f64::from(u32::MAX) {
-            return Err(format!("search `max` concurrency {max} is beyond {}", u32::MAX));
+            return Err(format!(
+                "search `max` concurrency {max} is beyond {}",
+                u32::MAX
+            ));
         }
         let points = ((max - min) / step).floor() + 1.0;
         if points > MAX_GRID_POINTS as f64 {
@@ -291,12 +296,21 @@ impl SearchSpec {
         if s.completed == 0 {
             missed.push("no request completed".to_string());
         } else if s.failed > 0 {
-            missed.push(format!("{} of {} requests failed", s.failed, s.failed + s.completed));
+            missed.push(format!(
+                "{} of {} requests failed",
+                s.failed,
+                s.failed + s.completed
+            ));
         }
         for b in &self.bounds {
             match b.value(s) {
                 Some(v) if v <= b.limit_ms => {}
-                Some(v) => missed.push(format!("{} {} > {}", b.key(), fmt_ms(v), fmt_ms(b.limit_ms))),
+                Some(v) => missed.push(format!(
+                    "{} {} > {}",
+                    b.key(),
+                    fmt_ms(v),
+                    fmt_ms(b.limit_ms)
+                )),
                 None if s.completed > 0 => missed.push(format!("{} was not measured", b.key())),
                 None => {}
             }
@@ -435,6 +449,62 @@ pub fn next_step(spec: &SearchSpec, probed: &BTreeMap<u64, bool>) -> Step {
     }
 }
 
+/// Output throughput per GPU of one probe with its 95% interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// Output tokens per second of the probe, divided by its GPUs.
+    pub per_gpu: f64,
+    /// Low end of the 95% bootstrap interval (requests resampled).
+    pub low: f64,
+    /// High end of it.
+    pub high: f64,
+}
+
+impl Throughput {
+    /// The probe's output throughput per GPU, with the seeded bootstrap
+    /// interval the report uses, resampling its completed requests.
+    pub fn of(s: &LevelSummary, gpus: u32, seed: u64) -> Throughput {
+        let gpus = f64::from(gpus.max(1));
+        let tokens: Vec<f64> = s
+            .requests
+            .iter()
+            .filter(|r| r.is_ok())
+            .map(|r| r.output_tokens.unwrap_or(0) as f64)
+            .collect();
+        let per_gpu = s.output_throughput_tok_s / gpus;
+        if tokens.len() < 2 {
+            return Throughput {
+                per_gpu,
+                low: per_gpu,
+                high: per_gpu,
+            };
+        }
+        // Resampling puts the level's own total at the centre: scale the
+        // resampled sums to the reported throughput so judged and shown agree.
+        let total: f64 = tokens.iter().sum();
+        let scale = if total > 0.0 { per_gpu / total } else { 0.0 };
+        let mut rng = crate::metrics::bootstrap::SplitMix::new(seed);
+        let (low, high) = crate::metrics::bootstrap::bootstrap(&tokens, &mut rng, |v| {
+            v.iter().sum::<f64>() * scale
+        });
+        Throughput {
+            per_gpu,
+            low: low.min(per_gpu),
+            high: high.max(per_gpu),
+        }
+    }
+}
+
+/// Whether a config still being searched can no longer beat the leader.
+///
+/// Its boundary lies below its lowest failing probe and throughput rises
+/// with load, so the high end of that probe's interval bounds everything
+/// the config has left; the leader has shown at least the low end of its
+/// boundary's interval.
+pub fn cannot_win(lowest_fail: &Throughput, leader_boundary: &Throughput) -> bool {
+    lowest_fail.high < leader_boundary.low
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,14 +540,24 @@ mod tests {
     fn doubles_then_bisects_to_the_exact_grid_boundary() {
         let s = spec(1.0, 256.0, None);
         let (o, order) = search(&s, |c| c <= 37.0);
-        assert_eq!(o, Outcome::Boundary { pass: 37.0, fail: 38.0 });
+        assert_eq!(
+            o,
+            Outcome::Boundary {
+                pass: 37.0,
+                fail: 38.0
+            }
+        );
         assert_eq!(&order[..7], &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]);
         assert!(order.len() <= s.max_probes() as usize, "{order:?}");
     }
 
     #[test]
     fn every_boundary_of_a_grid_is_found_within_the_probe_budget() {
-        for (min, max, step) in [(1.0, 256.0, None), (2.0, 100.0, Some(2.0)), (4.0, 64.0, Some(4.0))] {
+        for (min, max, step) in [
+            (1.0, 256.0, None),
+            (2.0, 100.0, Some(2.0)),
+            (4.0, 64.0, Some(4.0)),
+        ] {
             let s = spec(min, max, step);
             for k in 0..=s.last_index() {
                 let b = s.level(k);
@@ -485,7 +565,10 @@ mod tests {
                 let want = if k == s.last_index() {
                     Outcome::AboveMax { pass: b }
                 } else {
-                    Outcome::Boundary { pass: b, fail: s.level(k + 1) }
+                    Outcome::Boundary {
+                        pass: b,
+                        fail: s.level(k + 1),
+                    }
                 };
                 assert_eq!(o, want, "boundary {b} on {s:?}");
                 assert!(order.len() as u64 <= s.max_probes(), "{b}: {order:?}");
@@ -506,7 +589,10 @@ mod tests {
                 .iter()
                 .map(|&l| (s.index_of(l).unwrap(), truth(l)))
                 .collect();
-            assert_eq!(next_step(&s, &probed), Step::Probe(s.index_of(order[n]).unwrap()));
+            assert_eq!(
+                next_step(&s, &probed),
+                Step::Probe(s.index_of(order[n]).unwrap())
+            );
         }
     }
 
@@ -521,7 +607,10 @@ mod tests {
             .collect();
         assert_eq!(
             next_step(&narrow, &probed),
-            Step::Done(Outcome::Boundary { pass: 12.0, fail: 13.0 })
+            Step::Done(Outcome::Boundary {
+                pass: 12.0,
+                fail: 13.0
+            })
         );
     }
 
@@ -530,7 +619,13 @@ mod tests {
         let s = spec(1.0, 32.0, None);
         // 8 fails (noise), 16 passes: the answer stays below 8.
         let (o, _) = search(&s, |c| c <= 5.0 || c == 16.0);
-        assert_eq!(o, Outcome::Boundary { pass: 5.0, fail: 6.0 });
+        assert_eq!(
+            o,
+            Outcome::Boundary {
+                pass: 5.0,
+                fail: 6.0
+            }
+        );
     }
 
     #[test]
@@ -547,7 +642,13 @@ mod tests {
         assert_eq!(s.index_of(0.3), Some(2));
         assert_eq!(s.index_of(0.35), None);
         let (o, _) = search(&s, |r| r <= 1.7);
-        assert_eq!(o, Outcome::Boundary { pass: 1.7, fail: 1.8 });
+        assert_eq!(
+            o,
+            Outcome::Boundary {
+                pass: 1.7,
+                fail: 1.8
+            }
+        );
     }
 
     #[test]
