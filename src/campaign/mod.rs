@@ -303,6 +303,27 @@ pub struct RawWorkload {
     /// Seed for prompts and arrivals.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Search the load axis for the highest load meeting latency bounds,
+    /// instead of measuring fixed `concurrency`/`rate` levels.
+    #[serde(default)]
+    pub search: Option<Spanned<RawSearch>>,
+}
+
+/// `search = { slo = "ttft_p99=1s,tpot_p50=30ms", over = "concurrency", min = 1, max = 256 }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSearch {
+    /// Bounds every passing probe meets, `METRIC_STAT=DURATION` joined by commas.
+    pub slo: Spanned<String>,
+    /// `concurrency` or `rate`.
+    pub over: crate::search::Axis,
+    /// Lowest load, the first probe.
+    pub min: f64,
+    /// Highest load.
+    pub max: f64,
+    /// Grid spacing (default `min`).
+    #[serde(default)]
+    pub step: Option<f64>,
 }
 
 /// `[run]`.
@@ -336,6 +357,9 @@ pub struct RawRun {
     /// Requests sent to each launched server once it is healthy, before its first cell, so one-time costs (JIT, graph capture, allocator growth) stay out of the measurements (default 1; 0 = none).
     #[serde(default)]
     pub server_warmup: Option<Spanned<u32>>,
+    /// Stop searching a server config once it cannot beat the best one found so far (default false).
+    #[serde(default)]
+    pub stop_losers: Option<bool>,
     /// After a crash, restart the server once and retry the remaining cells (default false).
     #[serde(default)]
     pub retry_after_crash: Option<bool>,

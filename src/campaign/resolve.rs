@@ -12,6 +12,7 @@ use super::{CampaignError, OneOrMany, RawCampaign, RawServer, Source, SpecEntry}
 use crate::client::openai::Api;
 use crate::engine::{EngineKind, Speculative};
 use crate::load::schedule::{Arrival, LoadShape};
+use crate::search::{Axis, SearchSpec};
 use crate::util::units::{parse_duration, parse_slo, Slo};
 use crate::workload::PromptSelection;
 
@@ -222,6 +223,60 @@ impl WorkloadPoint {
     }
 }
 
+/// An SLO search of one workload point: its probes are the point at the
+/// grid's loads, each an ordinary cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Search {
+    /// The probe point at `min`; the other probes differ only in load.
+    pub base: WorkloadPoint,
+    /// Bounds, axis and grid.
+    pub spec: SearchSpec,
+}
+
+impl Search {
+    /// The search's name, unique within a campaign: the cell name without its load.
+    pub fn name(&self) -> String {
+        let cell = self.base.cell_name();
+        match cell.rfind('-') {
+            Some(i) => cell[..i].to_string(),
+            None => cell,
+        }
+    }
+
+    /// The probe at grid index `k`.
+    pub fn probe(&self, k: u64) -> WorkloadPoint {
+        let value = self.spec.level(k);
+        let mut w = self.base.clone();
+        w.load = match w.load {
+            LoadShape::Concurrency { .. } => LoadShape::Concurrency {
+                value: value as u32,
+            },
+            LoadShape::Rate {
+                arrival,
+                burstiness,
+                max_concurrency,
+                ..
+            } => LoadShape::Rate {
+                value,
+                arrival,
+                burstiness,
+                max_concurrency,
+            },
+        };
+        w
+    }
+
+    /// The grid index of a point's load, when it is one of this search's probes.
+    pub fn index_of(&self, w: &WorkloadPoint) -> Option<u64> {
+        let load = match w.load {
+            LoadShape::Concurrency { value } => f64::from(value),
+            LoadShape::Rate { value, .. } => value,
+        };
+        let k = self.spec.index_of(load)?;
+        (self.probe(k) == *w).then_some(k)
+    }
+}
+
 /// Most warm-up requests a server may be sent before its first cell.
 pub const MAX_SERVER_WARMUP: u32 = 1000;
 
@@ -255,6 +310,8 @@ pub struct RunOptions {
     pub server_warmup: u32,
     /// Restart once after a crash and retry the remaining cells.
     pub retry_after_crash: bool,
+    /// Stop searching a config once it cannot beat the best one found so far.
+    pub stop_losers: bool,
     /// Write the report files at the end of `run`.
     pub report: bool,
 }
@@ -280,6 +337,8 @@ pub struct Campaign {
     pub servers: Vec<ServerConfig>,
     /// Workload points in declaration order.
     pub workloads: Vec<WorkloadPoint>,
+    /// SLO searches, one per searched workload point.
+    pub searches: Vec<Search>,
     /// Run options.
     pub run: RunOptions,
     /// Where servers are started (not part of any cell's identity).
@@ -541,6 +600,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
             Some(n) => *n.get_ref(),
         },
         retry_after_crash: raw.run.retry_after_crash.unwrap_or(false),
+        stop_losers: raw.run.stop_losers.unwrap_or(false),
         report: raw.run.report.unwrap_or(true),
     };
     if let Some(b) = &raw.run.baseline {
@@ -557,7 +617,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         }
     }
 
-    let workloads = expand_workloads(&raw, src, run.repetitions)?;
+    let (workloads, searches) = expand_workloads(&raw, src, run.repetitions)?;
     let launcher = match &raw.launcher {
         Some(l) => super::launcher::resolve(l.get_ref(), src, l.span().start)?,
         None => Default::default(),
@@ -590,6 +650,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         hardware,
         servers,
         workloads,
+        searches,
         run,
         launcher,
         api_key_env,
@@ -910,16 +971,20 @@ fn render_id(template: &str, cfg: &ServerConfig) -> Result<String, String> {
     Ok(out)
 }
 
+/// Fixed workload points and searches.
+type Expanded = (Vec<WorkloadPoint>, Vec<Search>);
+
 fn expand_workloads(
     raw: &RawCampaign,
     src: &Source,
     repetitions: u32,
-) -> Result<Vec<WorkloadPoint>, CampaignError> {
+) -> Result<Expanded, CampaignError> {
     if raw.workloads.is_empty() {
         return Err(src.error_at(src.text.len(), "the campaign declares no [[workload]]"));
     }
     let mut names = BTreeSet::new();
     let mut out = Vec::new();
+    let mut searches = Vec::new();
     for w in &raw.workloads {
         let name = w.name.get_ref().clone();
         if !names.insert(name.clone()) {
@@ -928,7 +993,48 @@ fn expand_workloads(
         if let Err(rule) = check_path_id(&name) {
             return Err(src.error(&w.name, format!("workload name `{name}` {rule}")));
         }
+        let search = match &w.search {
+            None => None,
+            Some(sp) => {
+                if w.concurrency.is_some() || w.rate.is_some() {
+                    return Err(src.error(
+                        sp,
+                        format!("workload `{name}`: a search chooses the loads itself; remove `concurrency` and `rate`, or the search"),
+                    ));
+                }
+                let r = sp.get_ref();
+                let bounds =
+                    crate::search::parse_bounds(r.slo.get_ref()).map_err(|e| src.error(&r.slo, e))?;
+                let spec = SearchSpec::new(bounds, r.over, r.min, r.max, r.step)
+                    .map_err(|e| src.error(sp, format!("workload `{name}`: {e}")))?;
+                Some(spec)
+            }
+        };
         let loads: Vec<LoadShape> = match (&w.concurrency, &w.rate) {
+            (None, None) if search.is_some() => {
+                let spec = search.as_ref().expect("checked");
+                if !(w.burstiness.unwrap_or(1.0) > 0.0) {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: burstiness must be positive"),
+                    ));
+                }
+                match spec.axis {
+                    Axis::Concurrency => vec![
+                        LoadShape::Concurrency { value: spec.min as u32 },
+                        LoadShape::Concurrency { value: spec.max as u32 },
+                    ],
+                    Axis::Rate => vec![spec.min, spec.max]
+                        .into_iter()
+                        .map(|value| LoadShape::Rate {
+                            value,
+                            arrival: w.arrival.unwrap_or(Arrival::Poisson),
+                            burstiness: w.burstiness.unwrap_or(1.0),
+                            max_concurrency: w.max_concurrency,
+                        })
+                        .collect(),
+                }
+            }
             (Some(c), None) => {
                 let v = c.to_vec();
                 if v.is_empty() {
@@ -1111,6 +1217,29 @@ fn expand_workloads(
         }
         for &input_len in &inputs {
             for &output_len in &outputs {
+                if let Some(spec) = &search {
+                    // The extremes were only checked above; probes start at `min`.
+                    searches.push(Search {
+                        base: WorkloadPoint {
+                            workload: name.clone(),
+                            api: w.api.unwrap_or(Api::Completions),
+                            source: source.clone(),
+                            input_len,
+                            output_len,
+                            load: loads[0],
+                            num_requests: w.num_requests,
+                            duration_s,
+                            warmup: w.warmup.unwrap_or(0),
+                            ignore_eos: w.ignore_eos.unwrap_or(true),
+                            shared_prefix: w.shared_prefix.unwrap_or(0),
+                            slos: slos.clone(),
+                            seed: w.seed.unwrap_or(0),
+                            repetition: 0,
+                        },
+                        spec: spec.clone(),
+                    });
+                    continue;
+                }
                 for load in &loads {
                     for repetition in 0..repetitions {
                         out.push(WorkloadPoint {
@@ -1134,7 +1263,7 @@ fn expand_workloads(
             }
         }
     }
-    Ok(out)
+    Ok((out, searches))
 }
 
 #[cfg(test)]

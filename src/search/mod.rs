@@ -100,8 +100,8 @@ impl Bound {
         format!("{m}_{s}")
     }
 
-    /// The measured value this bound limits, if the summary has it.
-    pub fn value(&self, s: &LevelSummary) -> Option<f64> {
+    /// The measured value this bound limits, if the probe has it.
+    pub fn value(&self, s: &ProbeFacts) -> Option<f64> {
         let stats: &Option<Stats> = match self.metric {
             Metric::Ttft => &s.ttft_ms,
             Metric::Tpot => &s.tpot_ms,
@@ -136,6 +136,43 @@ pub fn fmt_ms(ms: f64) -> String {
 fn trim(v: f64) -> String {
     let s = format!("{v:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// What judging a probe needs of its measured level: request counts and the
+/// latency distributions, read from a full summary or from a stored cell.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeFacts {
+    /// Requests that completed.
+    #[serde(default)]
+    pub completed: usize,
+    /// Requests that failed.
+    #[serde(default)]
+    pub failed: usize,
+    /// Time to first token, ms.
+    #[serde(default)]
+    pub ttft_ms: Option<Stats>,
+    /// Time per output token, ms.
+    #[serde(default)]
+    pub tpot_ms: Option<Stats>,
+    /// Inter-token latency per chunk, ms.
+    #[serde(default)]
+    pub itl_ms: Option<Stats>,
+    /// End-to-end latency, ms.
+    #[serde(default)]
+    pub e2e_ms: Option<Stats>,
+}
+
+impl From<&LevelSummary> for ProbeFacts {
+    fn from(s: &LevelSummary) -> Self {
+        ProbeFacts {
+            completed: s.completed,
+            failed: s.failed,
+            ttft_ms: s.ttft_ms,
+            tpot_ms: s.tpot_ms,
+            itl_ms: s.itl_ms,
+            e2e_ms: s.e2e_ms,
+        }
+    }
 }
 
 /// Parse `ttft_p99=1s,tpot_p50=30ms` into bounds.
@@ -290,8 +327,8 @@ impl SearchSpec {
         ((self.level(k) - load).abs() <= 1e-9 * load.abs().max(1.0)).then_some(k)
     }
 
-    /// Whether a probe's summary meets every bound; the reasons it does not.
-    pub fn judge(&self, s: &LevelSummary) -> Verdict {
+    /// Whether a probe meets every bound; the reasons it does not.
+    pub fn judge(&self, s: &ProbeFacts) -> Verdict {
         let mut missed = Vec::new();
         if s.completed == 0 {
             missed.push("no request completed".to_string());

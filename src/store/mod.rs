@@ -20,6 +20,8 @@ use crate::campaign::resolve::{EngineSpec, ModelSpec};
 use crate::campaign::{ServerConfig, WorkloadPoint};
 use crate::failure::Failure;
 use crate::metrics::level::LevelSummary;
+use crate::metrics::stats::Stats;
+use crate::search::{self, ProbeFacts, SearchSpec};
 use crate::util::fsx;
 
 /// Version of the cell result layout.
@@ -162,6 +164,9 @@ pub struct StoredCell {
     /// What the engine reported at start-up.
     #[serde(default)]
     pub telemetry: Option<TelemetryLite>,
+    /// Why the cell failed, if it did.
+    #[serde(default)]
+    pub failure: Option<Failure>,
 }
 
 /// The start-up facts of a stored cell's telemetry.
@@ -214,11 +219,74 @@ impl ServerRunLite {
     }
 }
 
-/// Duration of a stored cell's level.
+/// Duration and the latency distributions of a stored cell's level.
+///
+/// The fields are listed, not flattened: flattening would buffer the raw
+/// request records of every stored cell while the index is read.
 #[derive(Debug, Clone, Deserialize)]
 pub struct SummaryLite {
     /// Level wall time, s.
     pub duration_s: f64,
+    /// Requests that completed.
+    #[serde(default)]
+    pub completed: usize,
+    /// Requests that failed.
+    #[serde(default)]
+    pub failed: usize,
+    /// Output tokens per second of the level.
+    #[serde(default)]
+    pub output_throughput_tok_s: f64,
+    /// Time to first token, ms.
+    #[serde(default)]
+    pub ttft_ms: Option<Stats>,
+    /// Time per output token, ms.
+    #[serde(default)]
+    pub tpot_ms: Option<Stats>,
+    /// Inter-token latency, ms.
+    #[serde(default)]
+    pub itl_ms: Option<Stats>,
+    /// End-to-end latency, ms.
+    #[serde(default)]
+    pub e2e_ms: Option<Stats>,
+}
+
+impl SummaryLite {
+    /// What a search judges of this level.
+    pub fn probe_facts(&self) -> ProbeFacts {
+        ProbeFacts {
+            completed: self.completed,
+            failed: self.failed,
+            ttft_ms: self.ttft_ms,
+            tpot_ms: self.tpot_ms,
+            itl_ms: self.itl_ms,
+            e2e_ms: self.e2e_ms,
+        }
+    }
+}
+
+/// A search probe's verdict from its stored status, measurements and failure.
+///
+/// Only a cell whose numbers can be trusted is judged against the bounds; a
+/// failed, crashed or suspicious cell fails the probe with its reason, since
+/// the load it was measured at is not shown to be served.
+pub fn probe_verdict(
+    spec: &SearchSpec,
+    status: CellStatus,
+    facts: Option<&ProbeFacts>,
+    failure: Option<&Failure>,
+) -> search::Verdict {
+    match (status, facts) {
+        (CellStatus::Ok | CellStatus::Partial, Some(f)) => spec.judge(f),
+        _ => search::Verdict {
+            missed: vec![format!(
+                "cell {}{}",
+                status.as_str(),
+                failure
+                    .map(|f| format!(" ({}: {})", f.class, crate::failure::truncate(&f.detail, 120)))
+                    .unwrap_or_default()
+            )],
+        },
+    }
 }
 
 /// Where a campaign's results live.
