@@ -486,6 +486,29 @@ pub fn next_step(spec: &SearchSpec, probed: &BTreeMap<u64, bool>) -> Step {
     }
 }
 
+/// Replay a search along its own path: `stored(k)` is the verdict of grid
+/// point `k` when a usable result for it exists. Returns the probes on the
+/// path (grid index → passed) and the step after them: the probe to measure
+/// next, or the outcome. Stored probes off the path are not consulted.
+pub fn replay(
+    spec: &SearchSpec,
+    mut stored: impl FnMut(u64) -> Option<bool>,
+) -> (BTreeMap<u64, bool>, Step) {
+    let mut probed = BTreeMap::new();
+    loop {
+        let step = next_step(spec, &probed);
+        match step {
+            Step::Probe(k) => match stored(k) {
+                Some(passed) => {
+                    probed.insert(k, passed);
+                }
+                None => return (probed, step),
+            },
+            Step::Done(_) => return (probed, step),
+        }
+    }
+}
+
 /// Output throughput per GPU of one probe with its 95% interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Throughput {
@@ -649,6 +672,63 @@ mod tests {
                 fail: 13.0
             })
         );
+    }
+
+    #[test]
+    fn replay_follows_the_search_path_and_stops_at_the_first_missing_probe() {
+        let s = spec(1.0, 64.0, None);
+        let truth = |l: f64| l <= 20.0;
+        // Everything stored: the replay ends with the outcome, using only path probes.
+        let (probed, step) = replay(&s, |k| Some(truth(s.level(k))));
+        let (o, order) = search(&s, truth);
+        assert_eq!(step, Step::Done(o));
+        assert_eq!(probed.len(), order.len());
+        // 16 missing: the replay asks for it after 1, 2, 4 and 8, though 32 is stored.
+        let (probed, step) = replay(&s, |k| (s.level(k) != 16.0).then(|| truth(s.level(k))));
+        assert_eq!(step, Step::Probe(s.index_of(16.0).unwrap()));
+        let levels: Vec<f64> = probed.keys().map(|&k| s.level(k)).collect();
+        assert_eq!(levels, [1.0, 2.0, 4.0, 8.0]);
+    }
+
+    #[test]
+    fn judging_reads_each_bound_and_fails_on_failed_requests() {
+        let s = SearchSpec::new(
+            parse_bounds("ttft_p99=1s,tpot_p50=30ms").unwrap(),
+            Axis::Concurrency,
+            1.0,
+            8.0,
+            None,
+        )
+        .unwrap();
+        let stats = |p50: f64, p99: f64| Stats {
+            count: 10,
+            mean: p50,
+            std: 0.0,
+            min: p50,
+            p50,
+            p90: p99,
+            p95: p99,
+            p99,
+            max: p99,
+        };
+        let mut f = ProbeFacts {
+            completed: 10,
+            failed: 0,
+            ttft_ms: Some(stats(200.0, 900.0)),
+            tpot_ms: Some(stats(29.0, 60.0)),
+            itl_ms: None,
+            e2e_ms: None,
+        };
+        assert!(s.judge(&f).passed());
+        f.ttft_ms = Some(stats(200.0, 1200.0));
+        let v = s.judge(&f);
+        assert_eq!(v.missed, ["ttft_p99 1.2s > 1s"]);
+        f.ttft_ms = Some(stats(200.0, 900.0));
+        f.failed = 1;
+        assert_eq!(s.judge(&f).missed, ["1 of 11 requests failed"]);
+        f.failed = 0;
+        f.tpot_ms = None;
+        assert_eq!(s.judge(&f).missed, ["tpot_p50 was not measured"]);
     }
 
     #[test]
