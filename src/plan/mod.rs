@@ -12,10 +12,12 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::campaign::resolve::Search;
 use crate::campaign::{Campaign, ServerConfig, WorkloadPoint};
+use crate::search::{self, Outcome, SearchSpec, Step};
 use crate::engine::{self, ServerSpec};
 use crate::store::identity::{cell_identity, model_config_digest};
-use crate::store::{CellStatus, StoreIndex, StoredCell};
+use crate::store::{probe_verdict, CellStatus, StoreIndex, StoredCell};
 use crate::ui::table;
 use crate::util::shell::shell_words;
 use crate::util::units::{fmt_eta, fmt_s};
@@ -70,6 +72,47 @@ pub struct PlannedCell {
     pub warnings: Vec<String>,
 }
 
+/// One SLO search of one server config: what is stored and what is left.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedSearch {
+    /// Index into the campaign's searches.
+    pub index: usize,
+    /// The search's name.
+    pub name: String,
+    /// Bounds, axis and grid.
+    pub spec: SearchSpec,
+    /// Probes already stored on the search's path, by load, with whether they passed.
+    pub stored: Vec<(f64, bool)>,
+    /// The next load to probe, or `None` when the search is over.
+    pub next: Option<f64>,
+    /// Where it ended, when the stored probes settle it.
+    pub outcome: Option<Outcome>,
+    /// Probes still to measure at most.
+    pub probes_left_max: u64,
+    /// Probes still to measure if the boundary lies mid-way through what is left.
+    pub probes_left_expected: u64,
+    /// Estimated time of the expected probes, s.
+    pub eta_s: f64,
+    /// Estimated time of measuring every grid point instead, s.
+    pub grid_eta_s: f64,
+    /// Grid points.
+    pub grid_points: u64,
+    /// Why the search cannot run on this server, if it cannot.
+    pub skip: Option<String>,
+    /// GPUs the server holds while it searches (0 on CPU-only campaigns).
+    pub gpus: u32,
+    /// The probes expected next, for the live ETA.
+    #[serde(skip)]
+    pub expected: Vec<WorkloadPoint>,
+}
+
+impl PlannedSearch {
+    /// Whether probes remain to be measured.
+    pub fn runs(&self) -> bool {
+        self.next.is_some() && self.skip.is_none()
+    }
+}
+
 /// All cells of one server config.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServerGroup {
@@ -85,6 +128,8 @@ pub struct ServerGroup {
     pub reported_kv_tokens: Option<u64>,
     /// Its cells.
     pub cells: Vec<PlannedCell>,
+    /// Its SLO searches.
+    pub searches: Vec<PlannedSearch>,
     /// Estimated start-up time, s (0 when nothing runs).
     pub startup_eta_s: f64,
     /// Where the speed prior comes from.
@@ -101,7 +146,13 @@ impl ServerGroup {
             .iter()
             .filter(|c| c.verdict.runs())
             .map(|c| c.eta_s)
-            .sum();
+            .sum::<f64>()
+            + self
+                .searches
+                .iter()
+                .filter(|s| s.runs())
+                .map(|s| s.eta_s)
+                .sum::<f64>();
         if cells > 0.0 {
             cells + self.startup_eta_s
         } else {
@@ -111,7 +162,7 @@ impl ServerGroup {
 
     /// Whether any cell needs the server.
     pub fn needs_launch(&self) -> bool {
-        self.cells.iter().any(|c| c.verdict.runs())
+        self.cells.iter().any(|c| c.verdict.runs()) || self.searches.iter().any(|s| s.runs())
     }
 }
 
@@ -197,7 +248,29 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 warnings,
             });
         }
-        if cells.is_empty() {
+        let mut searches = Vec::new();
+        for (i, search) in c.searches.iter().enumerate() {
+            if !opts.only.iter().all(|f| f.matches(s, &search.base)) {
+                filtered_out += 1;
+                continue;
+            }
+            searches.push(plan_search(
+                c,
+                s,
+                i,
+                search,
+                &PlanContext {
+                    index,
+                    digest: digest.as_deref(),
+                    opts,
+                    est: &est,
+                    command: &command,
+                    memory: memory.as_ref(),
+                    model_info: model_info.as_ref(),
+                },
+            ));
+        }
+        if cells.is_empty() && searches.is_empty() {
             continue;
         }
         // In run order, so a simulated crash ends the estimate where it ends the server.
@@ -234,6 +307,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             command,
             memory,
             cells,
+            searches,
         });
     }
     Plan {
@@ -246,6 +320,148 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             .map(|(p, e)| format!("{}: {e}", p.display()))
             .collect(),
         estimator: Some(est),
+    }
+}
+
+/// The plan's lines for one search.
+fn render_search(ps: &PlannedSearch) -> String {
+    let spec = &ps.spec;
+    let bounds: Vec<String> = spec.bounds.iter().map(|b| b.to_string()).collect();
+    let mut out = format!(
+        "  search {} over {} {}..{} step {} ({}): ",
+        ps.name,
+        spec.axis,
+        spec.min,
+        spec.max,
+        spec.step,
+        bounds.join(", ")
+    );
+    let stored: Vec<String> = ps
+        .stored
+        .iter()
+        .map(|(l, p)| format!("{l} {}", if *p { "pass" } else { "fail" }))
+        .collect();
+    if !stored.is_empty() {
+        out.push_str(&format!("stored {}; ", stored.join(", ")));
+    }
+    if let Some(reason) = &ps.skip {
+        out.push_str(&format!("skip: {reason}\n"));
+        return out;
+    }
+    match (&ps.outcome, ps.next) {
+        (Some(o), _) => out.push_str(&format!("done: {}\n", describe_outcome(spec, o))),
+        (None, Some(next)) => {
+            let saved = (ps.grid_eta_s - ps.eta_s).max(0.0);
+            let gpu_hours = if ps.gpus > 0 {
+                format!(
+                    " ({:.2} GPU-hours at {} GPUs)",
+                    saved * f64::from(ps.gpus) / 3600.0,
+                    ps.gpus
+                )
+            } else {
+                String::new()
+            };
+            out.push_str(&format!(
+                "next {next}; ~{} more probes expected (at most {}), ETA {}; the full grid is {} cells, ETA {}: the search saves ~{}{gpu_hours}\n",
+                ps.probes_left_expected,
+                ps.probes_left_max,
+                fmt_eta(ps.eta_s),
+                ps.grid_points,
+                fmt_s(ps.grid_eta_s),
+                fmt_s(saved),
+            ));
+        }
+        (None, None) => out.push('\n'),
+    }
+    out
+}
+
+/// A search outcome in words.
+pub fn describe_outcome(spec: &SearchSpec, o: &Outcome) -> String {
+    match o {
+        Outcome::Boundary { pass, fail } => format!(
+            "boundary {} {pass} (passes; {fail} fails)",
+            spec.axis
+        ),
+        Outcome::AboveMax { pass } => {
+            format!("every bound holds up to the maximum, {} {pass}", spec.axis)
+        }
+        Outcome::BelowMin { fail } => {
+            format!("already the minimum, {} {fail}, misses a bound", spec.axis)
+        }
+    }
+}
+
+/// What planning a search needs besides the search and its server.
+struct PlanContext<'a> {
+    index: &'a StoreIndex,
+    digest: Option<&'a str>,
+    opts: &'a PlanOptions,
+    est: &'a eta::Estimator,
+    command: &'a Result<Vec<String>, String>,
+    memory: Option<&'a feasibility::MemorySummary>,
+    model_info: Option<&'a Result<crate::memory::ModelInfo, String>>,
+}
+
+/// Replay one search over the stored probes and estimate what is left.
+fn plan_search(
+    c: &Campaign,
+    s: &ServerConfig,
+    index: usize,
+    search: &Search,
+    cx: &PlanContext<'_>,
+) -> PlannedSearch {
+    let spec = &search.spec;
+    let (probed, step) = search::replay(spec, |k| {
+        let w = search.probe(k);
+        let identity = cell_identity(&c.engine, &c.model, cx.digest, s, &w);
+        if stored_verdict(cx.index, &identity, &s.id, &w.cell_name(), cx.opts) != Verdict::Cached {
+            return None;
+        }
+        let stored = cx.index.by_identity.get(&identity)?;
+        let facts = stored.summary.as_ref().map(|m| m.probe_facts());
+        Some(
+            probe_verdict(spec, stored.status, facts.as_ref(), stored.failure.as_ref()).passed(),
+        )
+    });
+    // Feasibility is the same at every load of a point (context, memory per
+    // request), so the first probe stands for all.
+    let (skip, _) = feasibility::check(
+        c,
+        s,
+        &search.base,
+        cx.command,
+        cx.memory,
+        cx.model_info,
+    );
+    let probe_s = |k: u64| cx.est.cell_s(&s.id, &search.probe(k));
+    let (next, outcome) = match step {
+        Step::Probe(k) => (Some(k), None),
+        Step::Done(o) => (None, Some(o)),
+    };
+    let (expected, max_left) = match next {
+        None => (Vec::new(), 0),
+        Some(_) => (
+            search::expected_path(spec, &probed),
+            spec.max_probes().saturating_sub(probed.len() as u64).max(1),
+        ),
+    };
+    let points = spec.last_index() + 1;
+    PlannedSearch {
+        index,
+        name: search.name(),
+        spec: spec.clone(),
+        stored: probed.iter().map(|(&k, &p)| (spec.level(k), p)).collect(),
+        next: next.map(|k| spec.level(k)),
+        outcome,
+        probes_left_max: max_left,
+        probes_left_expected: expected.len() as u64,
+        eta_s: expected.iter().map(|&k| probe_s(k)).sum(),
+        grid_eta_s: (0..points).map(probe_s).sum(),
+        grid_points: points,
+        skip,
+        gpus: if c.hardware.gpus.is_empty() { 0 } else { s.tp.max(1) },
+        expected: expected.iter().map(|&k| search.probe(k)).collect(),
     }
 }
 
@@ -501,7 +717,15 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
                 ]
             })
             .collect();
-        out.push_str(&table::render(&["  cell", "ETA", "verdict"], &rows));
+        if !rows.is_empty() {
+            out.push_str(&table::render(&["  cell", "ETA", "verdict"], &rows));
+        }
+        for ps in &g.searches {
+            if ps.runs() {
+                *counts.entry("probes expected").or_default() += ps.probes_left_expected as usize;
+            }
+            out.push_str(&render_search(ps));
+        }
         out.push('\n');
     }
     let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();

@@ -7,7 +7,18 @@ use std::sync::Mutex;
 
 use crate::campaign::{ServerConfig, WorkloadPoint};
 use crate::plan::eta::{Estimator, StartupObservation};
-use crate::plan::{observation, ServerGroup};
+use crate::plan::{observation, PlannedCell, ServerGroup};
+
+/// Name prefix of probes a search is expected to need but has not chosen yet.
+const EXPECTED_PROBE: &str = "\u{0}expected probe ";
+
+fn expected_probes(
+    points: impl Iterator<Item = WorkloadPoint>,
+) -> impl Iterator<Item = (String, WorkloadPoint)> {
+    points
+        .enumerate()
+        .map(|(i, w)| (format!("{EXPECTED_PROBE}{i}"), w))
+}
 
 struct Pending {
     server: ServerConfig,
@@ -38,6 +49,12 @@ impl LiveEta {
                     .iter()
                     .filter(|c| c.verdict.runs())
                     .map(|c| (c.name.clone(), c.workload.clone()))
+                    .chain(expected_probes(
+                        g.searches
+                            .iter()
+                            .filter(|s| s.runs())
+                            .flat_map(|s| s.expected.iter().cloned()),
+                    ))
                     .collect();
                 (
                     g.server.id.clone(),
@@ -101,6 +118,17 @@ impl LiveEta {
                 est.calibration.observe(o);
                 est.calibration.observe_overhead(wall_s - load);
             }
+        }
+    }
+
+    /// A probe decided while the group runs, with the probes expected
+    /// after it: they replace the expected probes counted for `server`.
+    pub fn add_probe(&self, server: &str, cell: &PlannedCell, expected: Vec<WorkloadPoint>) {
+        let mut st = self.lock();
+        if let Some(g) = st.groups.get_mut(server) {
+            g.cells.retain(|(n, _)| !n.starts_with(EXPECTED_PROBE));
+            g.cells.push((cell.name.clone(), cell.workload.clone()));
+            g.cells.extend(expected_probes(expected.into_iter()));
         }
     }
 

@@ -11,6 +11,7 @@
 pub mod eta;
 pub mod lock;
 pub mod parallel;
+pub mod search;
 pub mod slurm;
 pub mod summary;
 pub mod telemetry;
@@ -132,7 +133,9 @@ pub async fn run_campaign(
             .clone()
             .unwrap_or_else(|| plan::estimator(c, &index, &opts.plan.prior_results));
         let live = eta::LiveEta::new(est, &groups);
-        parallel::run_groups(c, &groups, &store, &cancel, opts, &mut out, &live).await?;
+        let leaders = search::Leaders::from_stored(c, &plan.groups, &store);
+        parallel::run_groups(c, &groups, &store, &cancel, opts, &mut out, &live, &leaders)
+            .await?;
     }
     if cancel.is_cancelled() {
         out.interrupted = true;
@@ -378,11 +381,23 @@ async fn run_group(
     out: &mut RunOutcome,
     slot: &parallel::Slot<'_>,
 ) -> anyhow::Result<bool> {
-    let cells: Vec<&PlannedCell> = g.cells.iter().filter(|c| c.verdict.runs()).collect();
+    let mut cells: Vec<PlannedCell> = g.cells.iter().filter(|c| c.verdict.runs()).cloned().collect();
+    let mut searches = search::GroupSearches::new(c, g, store);
+    // Past the fixed cells, each search adds its next probe as a cell.
+    let more = |cells: &mut Vec<PlannedCell>, searches: &mut search::GroupSearches| {
+        match searches.next_cell(slot.leaders, |w| slot.eta.cell_s(&g.server.id, w)) {
+            Some((cell, expected)) => {
+                slot.eta.add_probe(&g.server.id, &cell, expected);
+                cells.push(cell);
+                true
+            }
+            None => false,
+        }
+    };
     let mut launch_no = 1;
     let mut retried = false;
     let mut i = 0;
-    'launches: while i < cells.len() {
+    'launches: while i < cells.len() || more(&mut cells, &mut searches) {
         let mut running = match launch(c, g, store, launch_no, cancel, slot).await {
             Ok(r) => r,
             Err((failure, run)) => {
@@ -420,8 +435,8 @@ async fn run_group(
                 0
             },
         );
-        while i < cells.len() {
-            let cell = cells[i];
+        while i < cells.len() || more(&mut cells, &mut searches) {
+            let cell = &cells[i];
             if cancel.is_cancelled() {
                 break 'launches;
             }
@@ -495,19 +510,21 @@ async fn run_group(
                     r.status = CellStatus::Failed;
                     r.failure = Some(f.clone());
                     store.write(&r)?;
+                    searches.record(&r);
                     out.failed += 1;
                     out.measured += 1;
                     i += 1;
                     if let Some(mut s) = running.local.take() {
                         s.stop(c.run.grace_period).await;
                     }
-                    if c.run.retry_after_crash && !retried && i < cells.len() {
+                    if c.run.retry_after_crash && !retried && (i < cells.len() || searches.open()) {
                         retried = true;
                         launch_no += 1;
                         eprintln!("   restarting {} once after the crash", g.server.id);
                         continue 'launches;
                     }
                     slot.eta.group_done(&g.server.id);
+                    searches.end();
                     for rest in &cells[i..] {
                         let mut nr = base_result(c, g, rest);
                         nr.server_run = Some(running.run.clone());
@@ -570,6 +587,7 @@ async fn run_group(
             );
             eprintln!("   campaign ETA left: {}", fmt_s(slot.eta.left_s(None)));
             store.write(&r)?;
+            searches.record(&r);
             out.measured += 1;
             if failed {
                 out.failed += 1;

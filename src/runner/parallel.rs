@@ -33,6 +33,8 @@ pub struct Slot<'a> {
     pub tracker: &'a Tracker,
     /// The campaign's remaining time.
     pub eta: &'a super::eta::LiveEta,
+    /// The best search boundaries so far, for stopping configs that cannot win.
+    pub leaders: &'a super::search::Leaders,
 }
 
 /// Measurement windows of cells, to tell which ran at the same time.
@@ -80,6 +82,7 @@ pub async fn run_groups(
     opts: &RunOptions,
     out: &mut RunOutcome,
     eta: &super::eta::LiveEta,
+    leaders: &super::search::Leaders,
 ) -> anyhow::Result<()> {
     let (mut pool, note) = gpu::pool_for(c, gpu::probe_busy);
     if let Some(n) = note {
@@ -117,6 +120,7 @@ pub async fn run_groups(
                     launcher,
                     tracker,
                     eta,
+                    leaders,
                 };
                 let mut mine = RunOutcome::default();
                 let r = run_group(c, g, store, cancel, opts, &mut mine, &slot).await;

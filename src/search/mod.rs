@@ -363,20 +363,6 @@ impl SearchSpec {
         let span = (self.max / 2.0 / self.step).max(1.0);
         (doublings + span.log2().ceil().max(0.0) as u64).min(n)
     }
-
-    /// Probes a search whose boundary lies near the middle of the range needs.
-    pub fn expected_probes(&self, boundary: f64) -> u64 {
-        let mut obs = BTreeMap::new();
-        for _ in 0..=self.last_index() + 1 {
-            match next_step(self, &obs) {
-                Step::Probe(k) => {
-                    obs.insert(k, self.level(k) <= boundary);
-                }
-                Step::Done(_) => break,
-            }
-        }
-        obs.len() as u64
-    }
 }
 
 /// Whether a probe met every bound.
@@ -507,6 +493,30 @@ pub fn replay(
             Step::Done(_) => return (probed, step),
         }
     }
+}
+
+/// The probes a search still needs if its boundary lies mid-way
+/// (geometrically) through the range its probes leave open: the planning
+/// guess, before anything says where the boundary is.
+pub fn expected_path(spec: &SearchSpec, probed: &BTreeMap<u64, bool>) -> Vec<u64> {
+    let lo = probed
+        .iter()
+        .filter(|(_, &p)| p)
+        .map(|(&k, _)| spec.level(k))
+        .fold(spec.min, f64::max);
+    let hi = probed
+        .iter()
+        .find(|(_, &p)| !p)
+        .map(|(&k, _)| spec.level(k))
+        .unwrap_or(spec.max);
+    let guess = (lo * hi).sqrt();
+    let mut path = probed.clone();
+    let mut added = Vec::new();
+    while let Step::Probe(k) = next_step(spec, &path) {
+        path.insert(k, spec.level(k) <= guess);
+        added.push(k);
+    }
+    added
 }
 
 /// Output throughput per GPU of one probe with its 95% interval.

@@ -331,6 +331,12 @@ impl Store {
         (self.root.join(&rel), rel)
     }
 
+    /// Read one stored cell result, if it is there and readable.
+    pub fn read(&self, server_id: &str, cell_name: &str) -> Option<CellResult> {
+        let bytes = std::fs::read(self.cell_path(server_id, cell_name)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
     /// Write a cell result atomically, retrying a few times before giving up.
     ///
     /// A measurement can take hours; a transient failure (a full disk being
