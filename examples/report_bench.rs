@@ -140,6 +140,7 @@ fn main() -> anyhow::Result<()> {
         baseline: Some("s00".into()),
         servers: servers.iter().map(|s| s.id.clone()).collect(),
         workloads: vec![],
+        searches: vec![],
     }
     .write(dir.path())?;
 

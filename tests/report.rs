@@ -299,6 +299,7 @@ pub fn fixture() -> ResultSet {
                 "ar-tp8".into(),
             ],
             workloads: vec!["chat".into(), "ctx".into(), "kinds".into(), "agent".into()],
+            searches: vec![],
         }),
         cells,
         unreadable: vec![],

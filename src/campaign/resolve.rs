@@ -1003,8 +1003,8 @@ fn expand_workloads(
                     ));
                 }
                 let r = sp.get_ref();
-                let bounds =
-                    crate::search::parse_bounds(r.slo.get_ref()).map_err(|e| src.error(&r.slo, e))?;
+                let bounds = crate::search::parse_bounds(r.slo.get_ref())
+                    .map_err(|e| src.error(&r.slo, e))?;
                 let spec = SearchSpec::new(bounds, r.over, r.min, r.max, r.step)
                     .map_err(|e| src.error(sp, format!("workload `{name}`: {e}")))?;
                 Some(spec)
@@ -1013,7 +1013,8 @@ fn expand_workloads(
         let loads: Vec<LoadShape> = match (&w.concurrency, &w.rate) {
             (None, None) if search.is_some() => {
                 let spec = search.as_ref().expect("checked");
-                if !(w.burstiness.unwrap_or(1.0) > 0.0) {
+                let burstiness = w.burstiness.unwrap_or(1.0);
+                if burstiness <= 0.0 || burstiness.is_nan() {
                     return Err(src.error(
                         &w.name,
                         format!("workload `{name}`: burstiness must be positive"),
@@ -1021,8 +1022,12 @@ fn expand_workloads(
                 }
                 match spec.axis {
                     Axis::Concurrency => vec![
-                        LoadShape::Concurrency { value: spec.min as u32 },
-                        LoadShape::Concurrency { value: spec.max as u32 },
+                        LoadShape::Concurrency {
+                            value: spec.min as u32,
+                        },
+                        LoadShape::Concurrency {
+                            value: spec.max as u32,
+                        },
                     ],
                     Axis::Rate => vec![spec.min, spec.max]
                         .into_iter()

@@ -47,6 +47,16 @@ pub enum LoadShape {
     },
 }
 
+impl LoadShape {
+    /// The level's number: users for concurrency, requests per second for a rate.
+    pub fn value(&self) -> f64 {
+        match self {
+            LoadShape::Concurrency { value } => f64::from(*value),
+            LoadShape::Rate { value, .. } => *value,
+        }
+    }
+}
+
 fn one() -> f64 {
     1.0
 }

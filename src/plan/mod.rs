@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use crate::campaign::resolve::Search;
 use crate::campaign::{Campaign, ServerConfig, WorkloadPoint};
-use crate::search::{self, Outcome, SearchSpec, Step};
 use crate::engine::{self, ServerSpec};
+use crate::search::{self, Outcome, SearchSpec, Step};
 use crate::store::identity::{cell_identity, model_config_digest};
 use crate::store::{probe_verdict, CellStatus, StoreIndex, StoredCell};
 use crate::ui::table;
@@ -379,10 +379,9 @@ fn render_search(ps: &PlannedSearch) -> String {
 /// A search outcome in words.
 pub fn describe_outcome(spec: &SearchSpec, o: &Outcome) -> String {
     match o {
-        Outcome::Boundary { pass, fail } => format!(
-            "boundary {} {pass} (passes; {fail} fails)",
-            spec.axis
-        ),
+        Outcome::Boundary { pass, fail } => {
+            format!("boundary {} {pass} (passes; {fail} fails)", spec.axis)
+        }
         Outcome::AboveMax { pass } => {
             format!("every bound holds up to the maximum, {} {pass}", spec.axis)
         }
@@ -420,20 +419,11 @@ fn plan_search(
         }
         let stored = cx.index.by_identity.get(&identity)?;
         let facts = stored.summary.as_ref().map(|m| m.probe_facts());
-        Some(
-            probe_verdict(spec, stored.status, facts.as_ref(), stored.failure.as_ref()).passed(),
-        )
+        Some(probe_verdict(spec, stored.status, facts.as_ref(), stored.failure.as_ref()).passed())
     });
     // Feasibility is the same at every load of a point (context, memory per
     // request), so the first probe stands for all.
-    let (skip, _) = feasibility::check(
-        c,
-        s,
-        &search.base,
-        cx.command,
-        cx.memory,
-        cx.model_info,
-    );
+    let (skip, _) = feasibility::check(c, s, &search.base, cx.command, cx.memory, cx.model_info);
     let probe_s = |k: u64| cx.est.cell_s(&s.id, &search.probe(k));
     let (next, outcome) = match step {
         Step::Probe(k) => (Some(k), None),
@@ -460,7 +450,11 @@ fn plan_search(
         grid_eta_s: (0..points).map(probe_s).sum(),
         grid_points: points,
         skip,
-        gpus: if c.hardware.gpus.is_empty() { 0 } else { s.tp.max(1) },
+        gpus: if c.hardware.gpus.is_empty() {
+            0
+        } else {
+            s.tp.max(1)
+        },
         expected: expected.iter().map(|&k| search.probe(k)).collect(),
     }
 }
@@ -728,7 +722,10 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
         }
         out.push('\n');
     }
-    let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    let mut summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    if summary.is_empty() {
+        summary.push("nothing to measure".into());
+    }
     out.push_str(&format!(
         "total: {} servers to launch, {}; ETA {}",
         plan.groups.iter().filter(|g| g.needs_launch()).count(),

@@ -17,6 +17,7 @@ pub mod json;
 pub mod markdown;
 pub mod model;
 pub mod recommend;
+pub mod search;
 pub mod svg;
 pub mod table;
 
@@ -51,13 +52,16 @@ pub struct CampaignMeta {
     /// Workload names in declaration order.
     #[serde(default)]
     pub workloads: Vec<String>,
+    /// SLO searches, replayed from the stored probes.
+    #[serde(default)]
+    pub searches: Vec<crate::campaign::resolve::Search>,
 }
 
 impl CampaignMeta {
     /// The description of a resolved campaign.
     pub fn from_campaign(c: &Campaign) -> Self {
         let mut workloads: Vec<String> = Vec::new();
-        for w in &c.workloads {
+        for w in c.workloads.iter().chain(c.searches.iter().map(|s| &s.base)) {
             if !workloads.contains(&w.workload) {
                 workloads.push(w.workload.clone());
             }
@@ -69,6 +73,7 @@ impl CampaignMeta {
             baseline: c.run.baseline.clone(),
             servers: c.servers.iter().map(|s| s.id.clone()).collect(),
             workloads,
+            searches: c.searches.clone(),
         }
     }
 

@@ -304,6 +304,12 @@ pub struct Report {
     pub measured_until: Option<String>,
     /// Server ids in campaign order.
     pub servers: Vec<String>,
+    /// SLO searches: each config's boundary.
+    #[serde(default)]
+    pub searches: Vec<super::search::SearchRow>,
+    /// SLO searches: the config to deploy for each.
+    #[serde(default)]
+    pub search_picks: Vec<super::search::SearchPick>,
     /// Every cell.
     pub cells: Vec<CellRow>,
     /// Every (server, point) aggregated over repetitions.
@@ -566,6 +572,11 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
     let kinds = kind_rows(&cells, baseline.as_deref());
     let gpu_points = gpu_points(&points);
     let slo_picks = slo_picks(&cells, &mut rng, opts.include_crashed);
+    let (searches, search_picks) = super::search::build(
+        meta.map(|m| m.searches.as_slice()).unwrap_or_default(),
+        &servers,
+        &set.cells,
+    );
     let stream_picks = stream_picks(&cells, &mut rng, opts.include_crashed);
     let problems = cells
         .iter()
@@ -616,6 +627,8 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         gpu_points,
         slo_picks,
         stream_picks,
+        searches,
+        search_picks,
         problems,
         turns,
         unreadable: set.unreadable.clone(),

@@ -101,7 +101,7 @@ pub fn kind_cells(k: &KindRow) -> Vec<String> {
 
 /// The recommendation as sentences (shared with Markdown and HTML).
 pub fn recommendation_lines(r: &Report) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = search_lines(r);
     for p in &r.slo_picks {
         let runner = match &p.runner_up {
             Some(u) => format!(
@@ -219,4 +219,59 @@ fn append_caveats(out: &mut [String], caveat: Option<&str>, excluded: &[Excluded
             who.join(", ")
         ));
     }
+}
+
+/// The SLO searches as sentences: the pick, then each config's boundary.
+fn search_lines(r: &Report) -> Vec<String> {
+    let interval = |t: &crate::search::Throughput| {
+        format!(
+            "{:.1} out tok/s per GPU [{:.1}, {:.1}]",
+            t.per_gpu, t.low, t.high
+        )
+    };
+    let mut out = Vec::new();
+    for p in &r.search_picks {
+        let rows: Vec<&super::search::SearchRow> =
+            r.searches.iter().filter(|s| s.search == p.search).collect();
+        let Some(first) = rows.first() else { continue };
+        let head = format!(
+            "SLO search {} ({}; over {})",
+            p.search,
+            first.bounds.join(", "),
+            first.axis
+        );
+        match (&p.server_id, &p.per_gpu) {
+            (Some(id), Some(t)) => out.push(format!(
+                "{head}: deploy {id} — highest load within the bounds {}, {} (95% bootstrap interval over requests); {}",
+                p.boundary.map(|b| b.to_string()).unwrap_or_default(),
+                interval(t),
+                p.confidence
+            )),
+            _ => out.push(format!("{head}: {}", p.confidence)),
+        }
+        for row in rows {
+            let mut line = format!(
+                "  {}: {} {}, {} probes",
+                row.server_id,
+                row.axis,
+                super::search::boundary_text(row),
+                row.probes
+            );
+            if let Some(t) = &row.per_gpu {
+                line.push_str(&format!(", {}", interval(t)));
+            }
+            if !row.missed.is_empty() {
+                line.push_str(&format!(
+                    "; at {} missed {}",
+                    row.first_fail.unwrap_or_default(),
+                    row.missed.join(", ")
+                ));
+            }
+            if let Some(n) = &row.note {
+                line.push_str(&format!("; {n}"));
+            }
+            out.push(line);
+        }
+    }
+    out
 }

@@ -134,8 +134,16 @@ pub async fn run_campaign(
             .unwrap_or_else(|| plan::estimator(c, &index, &opts.plan.prior_results));
         let live = eta::LiveEta::new(est, &groups);
         let leaders = search::Leaders::from_stored(c, &plan.groups, &store);
-        parallel::run_groups(c, &groups, &store, &cancel, opts, &mut out, &live, &leaders)
-            .await?;
+        parallel::run_groups(
+            c,
+            &groups,
+            &store,
+            &cancel,
+            opts,
+            &mut out,
+            (&live, &leaders),
+        )
+        .await?;
     }
     if cancel.is_cancelled() {
         out.interrupted = true;
@@ -381,18 +389,23 @@ async fn run_group(
     out: &mut RunOutcome,
     slot: &parallel::Slot<'_>,
 ) -> anyhow::Result<bool> {
-    let mut cells: Vec<PlannedCell> = g.cells.iter().filter(|c| c.verdict.runs()).cloned().collect();
+    let mut cells: Vec<PlannedCell> = g
+        .cells
+        .iter()
+        .filter(|c| c.verdict.runs())
+        .cloned()
+        .collect();
     let mut searches = search::GroupSearches::new(c, g, store);
     // Past the fixed cells, each search adds its next probe as a cell.
-    let more = |cells: &mut Vec<PlannedCell>, searches: &mut search::GroupSearches| {
-        match searches.next_cell(slot.leaders, |w| slot.eta.cell_s(&g.server.id, w)) {
-            Some((cell, expected)) => {
-                slot.eta.add_probe(&g.server.id, &cell, expected);
-                cells.push(cell);
-                true
-            }
-            None => false,
+    let more = |cells: &mut Vec<PlannedCell>, searches: &mut search::GroupSearches| match searches
+        .next_cell(slot.leaders, |w| slot.eta.cell_s(&g.server.id, w))
+    {
+        Some((cell, expected)) => {
+            slot.eta.add_probe(&g.server.id, &cell, expected);
+            cells.push(cell);
+            true
         }
+        None => false,
     };
     let mut launch_no = 1;
     let mut retried = false;

@@ -81,8 +81,7 @@ pub async fn run_groups(
     cancel: &CancellationToken,
     opts: &RunOptions,
     out: &mut RunOutcome,
-    eta: &super::eta::LiveEta,
-    leaders: &super::search::Leaders,
+    (eta, leaders): (&super::eta::LiveEta, &super::search::Leaders),
 ) -> anyhow::Result<()> {
     let (mut pool, note) = gpu::pool_for(c, gpu::probe_busy);
     if let Some(n) = note {

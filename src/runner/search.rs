@@ -9,13 +9,9 @@ use std::sync::Mutex;
 
 use crate::campaign::{Campaign, WorkloadPoint};
 use crate::plan::{PlannedCell, PlannedSearch, ServerGroup, Verdict};
-use crate::search::{self, cannot_win, ProbeFacts, Step, Throughput};
+use crate::search::{self, cannot_win, ProbeFacts, Step, Throughput, INTERVAL_SEED};
 use crate::store::identity::{cell_identity, model_config_digest};
 use crate::store::{probe_verdict, CellResult, Store};
-
-/// Seed of the throughput intervals a search compares: fixed, so a rerun
-/// over the same stored cells decides the same way.
-const INTERVAL_SEED: u64 = 0x5eed;
 
 /// The best boundary found so far per search, across server groups.
 #[derive(Debug, Default)]
@@ -47,7 +43,9 @@ impl Leaders {
 
     fn offer(&self, search: &str, server: &str, t: Throughput) {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let better = m.get(search).is_none_or(|(_, best)| t.per_gpu > best.per_gpu);
+        let better = m
+            .get(search)
+            .is_none_or(|(_, best)| t.per_gpu > best.per_gpu);
         if better {
             m.insert(search.to_string(), (server.to_string(), t));
         }
@@ -115,7 +113,9 @@ impl<'a> GroupSearches<'a> {
     /// Throughput of a stored probe, read from its cell.
     fn stored_throughput(&self, r: usize, k: u64) -> Option<Throughput> {
         let search = &self.c.searches[self.runs[r].planned.index];
-        let cell = self.store.read(&self.g.server.id, &search.probe(k).cell_name())?;
+        let cell = self
+            .store
+            .read(&self.g.server.id, &search.probe(k).cell_name())?;
         let summary = cell.summary.as_ref()?;
         Some(Throughput::of(summary, self.gpus(), INTERVAL_SEED))
     }
@@ -216,8 +216,7 @@ impl<'a> GroupSearches<'a> {
         if leader == self.g.server.id {
             return None;
         }
-        let fail = self
-            .runs[r]
+        let fail = self.runs[r]
             .probed
             .iter()
             .find(|(_, &p)| !p)

@@ -27,15 +27,42 @@ pub fn current_cells(c: &Campaign, store: &Store) -> Vec<CellResult> {
     }
     let (all, _) = store.load_all();
     let mut by_id: BTreeMap<String, CellResult> = BTreeMap::new();
+    let mut probes = Vec::new();
     for r in all {
         if ids.contains(&r.identity) {
             by_id.insert(r.identity.clone(), r);
+        } else if is_current_probe(c, digest.as_deref(), &r) {
+            probes.push(r);
         }
+    }
+    // Search probes follow the fixed cells, by server and load.
+    probes.sort_by(|a, b| {
+        let rank = |r: &CellResult| c.servers.iter().position(|s| s.id == r.server_id);
+        (rank(a), a.workload.load.value())
+            .partial_cmp(&(rank(b), b.workload.load.value()))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    wanted.extend(probes.iter().map(|r| r.identity.clone()));
+    for r in probes {
+        by_id.insert(r.identity.clone(), r);
     }
     wanted
         .into_iter()
         .filter_map(|id| by_id.remove(&id))
         .collect()
+}
+
+/// Whether a stored cell is a probe of one of the campaign's searches, as
+/// the campaign now defines its server and workload.
+fn is_current_probe(c: &Campaign, digest: Option<&str>, r: &CellResult) -> bool {
+    let Some(s) = c.servers.iter().find(|s| s.id == r.server_id) else {
+        return false;
+    };
+    c.searches
+        .iter()
+        .any(|search| search.index_of(&r.workload).is_some())
+        && crate::store::identity::cell_identity(&c.engine, &c.model, digest, s, &r.workload)
+            == r.identity
 }
 
 /// How a cell's status reads in the table: a skip or failure names its

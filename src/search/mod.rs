@@ -519,6 +519,10 @@ pub fn expected_path(spec: &SearchSpec, probed: &BTreeMap<u64, bool>) -> Vec<u64
     added
 }
 
+/// Seed of the throughput intervals searches compare: fixed, so `run` and
+/// the report decide alike over the same stored cells.
+pub const INTERVAL_SEED: u64 = 0x5eed;
+
 /// Output throughput per GPU of one probe with its 95% interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Throughput {
@@ -533,30 +537,42 @@ pub struct Throughput {
 impl Throughput {
     /// The probe's output throughput per GPU, with the seeded bootstrap
     /// interval the report uses, resampling its completed requests.
+    ///
+    /// A level's throughput is one number; what varies from request to
+    /// request is how long each took for its tokens. By Little's law a
+    /// closed loop's throughput is users × tokens per request / latency per
+    /// request, so the interval resamples requests' (tokens, end-to-end
+    /// time) pairs and scales the ratio of their sums to the measured
+    /// throughput, which stays at the interval's centre.
     pub fn of(s: &LevelSummary, gpus: u32, seed: u64) -> Throughput {
-        let gpus = f64::from(gpus.max(1));
-        let tokens: Vec<f64> = s
+        let per_gpu = s.output_throughput_tok_s / f64::from(gpus.max(1));
+        let pairs: Vec<(f64, f64)> = s
             .requests
             .iter()
             .filter(|r| r.is_ok())
-            .map(|r| r.output_tokens.unwrap_or(0) as f64)
+            .filter_map(|r| Some((r.output_tokens? as f64, r.e2e_ms?)))
+            .filter(|(_, e2e)| *e2e > 0.0)
             .collect();
-        let per_gpu = s.output_throughput_tok_s / gpus;
-        if tokens.len() < 2 {
+        let ratio = |v: &[(f64, f64)]| {
+            let (t, e): (f64, f64) = v.iter().fold((0.0, 0.0), |a, p| (a.0 + p.0, a.1 + p.1));
+            if e > 0.0 {
+                t / e
+            } else {
+                0.0
+            }
+        };
+        let centre = ratio(&pairs);
+        if pairs.len() < 2 || centre <= 0.0 {
             return Throughput {
                 per_gpu,
                 low: per_gpu,
                 high: per_gpu,
             };
         }
-        // Resampling puts the level's own total at the centre: scale the
-        // resampled sums to the reported throughput so judged and shown agree.
-        let total: f64 = tokens.iter().sum();
-        let scale = if total > 0.0 { per_gpu / total } else { 0.0 };
+        let scale = per_gpu / centre;
         let mut rng = crate::metrics::bootstrap::SplitMix::new(seed);
-        let (low, high) = crate::metrics::bootstrap::bootstrap(&tokens, &mut rng, |v| {
-            v.iter().sum::<f64>() * scale
-        });
+        let (low, high) =
+            crate::metrics::bootstrap::bootstrap(&pairs, &mut rng, |v| ratio(v) * scale);
         Throughput {
             per_gpu,
             low: low.min(per_gpu),

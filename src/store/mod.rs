@@ -282,7 +282,11 @@ pub fn probe_verdict(
                 "cell {}{}",
                 status.as_str(),
                 failure
-                    .map(|f| format!(" ({}: {})", f.class, crate::failure::truncate(&f.detail, 120)))
+                    .map(|f| format!(
+                        " ({}: {})",
+                        f.class,
+                        crate::failure::truncate(&f.detail, 120)
+                    ))
                     .unwrap_or_default()
             )],
         },

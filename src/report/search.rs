@@ -1,0 +1,225 @@
+//! SLO search results: per search and server config, the boundary the
+//! stored probes prove (the last passing and first failing load), the
+//! output throughput per GPU at it with its interval, and the config that
+//! serves the most per GPU within the bounds.
+//!
+//! Everything is replayed from the stored cells, so the report, `run` and
+//! `plan` agree on what a search found; a config that `run` stopped early
+//! is recognised by the same rule `run` applied.
+
+use serde::{Deserialize, Serialize};
+
+use super::model::gpus_of;
+use crate::campaign::resolve::Search;
+use crate::metrics::level::LevelSummary;
+use crate::search::{self, cannot_win, Outcome, ProbeFacts, Step, Throughput, INTERVAL_SEED};
+use crate::store::{probe_verdict, CellResult};
+
+/// One search on one server config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchRow {
+    /// The search's name.
+    pub search: String,
+    /// Server id.
+    pub server_id: String,
+    /// `concurrency` or `rate`.
+    pub axis: String,
+    /// The bounds, as written.
+    pub bounds: Vec<String>,
+    /// `boundary`, `above_max`, `below_min`, `stopped_early` or `incomplete`.
+    pub state: String,
+    /// Highest load shown to meet every bound.
+    pub boundary: Option<f64>,
+    /// Lowest load shown to miss a bound (one grid step above the boundary when done).
+    pub first_fail: Option<f64>,
+    /// What the first failing probe missed.
+    pub missed: Vec<String>,
+    /// Probes on the search's path that are stored.
+    pub probes: usize,
+    /// Output throughput per GPU at the boundary, with its 95% interval.
+    pub per_gpu: Option<Throughput>,
+    /// Why the search is not over, or how it ended early.
+    pub note: Option<String>,
+}
+
+/// The config to deploy for one search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchPick {
+    /// The search's name.
+    pub search: String,
+    /// Best server, when any config met the bounds at some load.
+    pub server_id: Option<String>,
+    /// Its boundary load.
+    pub boundary: Option<f64>,
+    /// Its output throughput per GPU at the boundary, with interval.
+    pub per_gpu: Option<Throughput>,
+    /// How sure: whether the runner-up's interval overlaps.
+    pub confidence: String,
+}
+
+/// Search rows and picks from the stored cells.
+pub fn build(
+    searches: &[Search],
+    servers: &[String],
+    cells: &[CellResult],
+) -> (Vec<SearchRow>, Vec<SearchPick>) {
+    let mut rows = Vec::new();
+    let mut picks = Vec::new();
+    for search in searches {
+        let name = search.name();
+        let spec = &search.spec;
+        let mut mine: Vec<SearchRow> = Vec::new();
+        for server in servers {
+            let probe_cell = |k: u64| -> Option<&CellResult> {
+                let w = search.probe(k);
+                cells
+                    .iter()
+                    .find(|c| &c.server_id == server && c.workload == w && c.status.is_measured())
+            };
+            let verdict = |c: &CellResult| {
+                let facts = c.summary.as_ref().map(ProbeFacts::from);
+                probe_verdict(spec, c.status, facts.as_ref(), c.failure.as_ref())
+            };
+            let (probed, step) =
+                search::replay(spec, |k| probe_cell(k).map(|c| verdict(c).passed()));
+            if probed.is_empty() {
+                continue;
+            }
+            let throughput = |load: f64| -> Option<Throughput> {
+                let c = probe_cell(spec.index_of(load)?)?;
+                let s: &LevelSummary = c.summary.as_ref()?;
+                Some(Throughput::of(s, gpus_of(c), INTERVAL_SEED))
+            };
+            let first_fail = probed.iter().find(|(_, &p)| !p).map(|(&k, _)| k);
+            let missed = first_fail
+                .and_then(probe_cell)
+                .map(|c| verdict(c).missed)
+                .unwrap_or_default();
+            let (state, boundary, note) = match step {
+                Step::Done(Outcome::Boundary { pass, .. }) => ("boundary", Some(pass), None),
+                Step::Done(Outcome::AboveMax { pass }) => (
+                    "above_max",
+                    Some(pass),
+                    Some(format!("every bound holds up to the searched maximum, {pass}; the boundary is higher")),
+                ),
+                Step::Done(Outcome::BelowMin { .. }) => (
+                    "below_min",
+                    None,
+                    Some("the lowest load already misses a bound".to_string()),
+                ),
+                Step::Probe(k) => {
+                    let best_pass = probed
+                        .iter()
+                        .filter(|(&j, &p)| p && first_fail.is_none_or(|f| j < f))
+                        .map(|(&j, _)| spec.level(j))
+                        .next_back();
+                    ("incomplete", best_pass, Some(format!("next probe would be {} {}", spec.axis, spec.level(k))))
+                }
+            };
+            mine.push(SearchRow {
+                search: name.clone(),
+                server_id: server.clone(),
+                axis: spec.axis.to_string(),
+                bounds: spec.bounds.iter().map(|b| b.to_string()).collect(),
+                state: state.to_string(),
+                per_gpu: if state == "incomplete" {
+                    None
+                } else {
+                    boundary.and_then(throughput)
+                },
+                boundary,
+                first_fail: first_fail.map(|k| spec.level(k)),
+                missed,
+                probes: probed.len(),
+                note,
+            });
+        }
+        // The leader: the highest throughput per GPU at a finished boundary.
+        let leader = mine
+            .iter()
+            .filter(|r| r.per_gpu.is_some())
+            .max_by(|a, b| {
+                let (x, y) = (a.per_gpu.map(|t| t.per_gpu), b.per_gpu.map(|t| t.per_gpu));
+                x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal)
+            })
+            .cloned();
+        if let Some(best) = &leader {
+            let best_t = best.per_gpu.expect("filtered");
+            for r in mine.iter_mut().filter(|r| r.state == "incomplete") {
+                let fail_t = r.first_fail.and_then(|l| {
+                    let k = spec.index_of(l)?;
+                    let w = search.probe(k);
+                    let c = cells
+                        .iter()
+                        .find(|c| c.server_id == r.server_id && c.workload == w)?;
+                    Some(Throughput::of(
+                        c.summary.as_ref()?,
+                        gpus_of(c),
+                        INTERVAL_SEED,
+                    ))
+                });
+                if let Some(t) = fail_t.filter(|t| cannot_win(t, &best_t)) {
+                    r.state = "stopped_early".to_string();
+                    r.note = Some(format!(
+                        "stopped early: cannot win — at {} {}, already past its boundary, at most {:.1} out tok/s per GPU; {} gives at least {:.1}",
+                        r.axis,
+                        r.first_fail.unwrap_or_default(),
+                        t.high,
+                        best.server_id,
+                        best_t.low
+                    ));
+                }
+            }
+        }
+        let runner_up = leader.as_ref().and_then(|best| {
+            mine.iter()
+                .filter(|r| r.server_id != best.server_id)
+                .filter_map(|r| r.per_gpu.map(|t| (r.server_id.clone(), t)))
+                .max_by(|a, b| {
+                    a.1.per_gpu
+                        .partial_cmp(&b.1.per_gpu)
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                })
+        });
+        let confidence = match (&leader, &runner_up) {
+            (None, _) => "no config met every bound at any searched load".to_string(),
+            (Some(_), None) => "the only config with a boundary".to_string(),
+            (Some(b), Some((id, t))) => {
+                let bt = b.per_gpu.expect("filtered");
+                if t.high < bt.low {
+                    format!(
+                        "clear: the runner-up {id}'s 95% interval ({:.1}–{:.1}) lies below",
+                        t.low, t.high
+                    )
+                } else {
+                    format!(
+                        "close: the runner-up {id}'s 95% interval ({:.1}–{:.1}) overlaps",
+                        t.low, t.high
+                    )
+                }
+            }
+        };
+        picks.push(SearchPick {
+            search: name.clone(),
+            server_id: leader.as_ref().map(|l| l.server_id.clone()),
+            boundary: leader.as_ref().and_then(|l| l.boundary),
+            per_gpu: leader.as_ref().and_then(|l| l.per_gpu),
+            confidence,
+        });
+        rows.extend(mine);
+    }
+    (rows, picks)
+}
+
+/// A search row's boundary in words, for tables.
+pub fn boundary_text(r: &SearchRow) -> String {
+    match (r.state.as_str(), r.boundary, r.first_fail) {
+        ("boundary", Some(p), Some(f)) => format!("{p} (bracket {p}–{f})"),
+        ("above_max", Some(p), _) => format!("≥ {p}"),
+        ("below_min", _, Some(f)) => format!("< {f}"),
+        (_, Some(p), Some(f)) => format!("between {p} and {f}"),
+        (_, Some(p), None) => format!("≥ {p}"),
+        (_, None, Some(f)) => format!("< {f}"),
+        _ => "-".to_string(),
+    }
+}
