@@ -1,0 +1,203 @@
+//! SLO searches end to end on the real simulator: probes are stored cells
+//! on the search's own path, a rerun reuses them, the report's boundary is
+//! a measured pass with a measured failure one grid step up, and a config
+//! that cannot win is stopped early. Assertions read the stored numbers,
+//! never the clock, so a slow machine moves the boundary but not the truth
+//! of these checks.
+
+mod common;
+
+use std::path::Path;
+
+use common::{cells, run};
+
+/// Simulator configs whose TPOT grows 1 ms per running sequence: the
+/// `tpot_p50=25ms` bound falls near concurrency 23 for `fast` on an idle
+/// machine and near 5 for `slow`, whose every step costs 20 ms more.
+fn campaign(dir: &Path, stop_losers: bool) -> std::path::PathBuf {
+    let text = format!(
+        r#"
+[campaign]
+name = "s"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--decode-step-per-seq-ms", "1", "--prefill-tok-s", "1000000"]
+[[server]]
+id = "fast"
+args = ["--decode-step-ms", "2"]
+[[server]]
+id = "slow"
+args = ["--decode-step-ms", "20"]
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 24
+num_requests = 32
+search = {{ slo = "tpot_p50=25ms", over = "concurrency", min = 1, max = 32 }}
+[run]
+stop_losers = {stop_losers}
+health_timeout = "30s"
+request_timeout = "60s"
+"#
+    );
+    let p = dir.join("campaign.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn concurrency(cell: &serde_json::Value) -> u64 {
+    cell["workload"]["load"]["value"].as_u64().unwrap()
+}
+
+fn tpot_p50(cell: &serde_json::Value) -> f64 {
+    cell["summary"]["tpot_ms"]["p50"].as_f64().unwrap()
+}
+
+fn report(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("results/s/report.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn a_search_stores_a_proved_boundary_and_a_rerun_measures_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = campaign(dir.path(), false);
+    let (code, _, stderr) = run(&["run", c.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let stored = cells(&dir.path().join("results/s"));
+    let fast: Vec<&serde_json::Value> = stored
+        .iter()
+        .filter(|(k, _)| k.starts_with("fast/"))
+        .map(|(_, v)| v)
+        .collect();
+    // Doubling then bisection: far fewer probes than the 32 grid points.
+    assert!(fast.len() >= 3 && fast.len() <= 12, "{} probes", fast.len());
+    let loads: Vec<u64> = fast.iter().map(|c| concurrency(c)).collect();
+    for l in [1, 2, 4] {
+        assert!(loads.contains(&l), "doubling from 1 probes {l}: {loads:?}");
+    }
+
+    let r = report(dir.path());
+    let row = r["searches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["server_id"] == "fast")
+        .unwrap()
+        .clone();
+    assert_eq!(row["state"], "boundary", "{row}");
+    let pass = row["boundary"].as_f64().unwrap() as u64;
+    let fail = row["first_fail"].as_f64().unwrap() as u64;
+    assert_eq!(fail, pass + 1, "{row}");
+    // The bracket is two measured probes: the pass meets the bound, the failure misses it.
+    let at = |c: u64| fast.iter().find(|v| concurrency(v) == c).copied().unwrap();
+    assert!(
+        tpot_p50(at(pass)) <= 25.0,
+        "{}",
+        at(pass)["summary"]["tpot_ms"]
+    );
+    assert!(
+        tpot_p50(at(fail)) > 25.0,
+        "{}",
+        at(fail)["summary"]["tpot_ms"]
+    );
+    assert!(
+        row["missed"][0].as_str().unwrap().starts_with("tpot_p50"),
+        "{row}"
+    );
+    // Every probe below the boundary on the path passed; every one above failed.
+    for v in &fast {
+        let l = concurrency(v);
+        if l <= pass {
+            assert!(tpot_p50(v) <= 25.0, "probe {l} below the boundary missed");
+        }
+    }
+    // The pick is the config with the higher throughput per GPU at its boundary.
+    let pick = &r["search_picks"][0];
+    let best = r["searches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["per_gpu"].is_object())
+        .max_by(|a, b| {
+            a["per_gpu"]["per_gpu"]
+                .as_f64()
+                .partial_cmp(&b["per_gpu"]["per_gpu"].as_f64())
+                .unwrap()
+        })
+        .unwrap();
+    assert_eq!(pick["server_id"], best["server_id"], "{pick}");
+
+    // A rerun replays the stored probes and measures nothing.
+    let (code, _, stderr) = run(&["run", c.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("0 servers launched, 0 cells measured"),
+        "{stderr}"
+    );
+    let (_, plan, _) = run(&["plan", c.to_str().unwrap()]);
+    assert!(
+        plan.contains(&format!("done: boundary concurrency {pass}")),
+        "{plan}"
+    );
+}
+
+#[test]
+fn a_config_that_cannot_win_is_stopped_before_its_bisection() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = campaign(dir.path(), true);
+    let (code, _, stderr) = run(&["run", c.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let r = report(dir.path());
+    let rows = r["searches"].as_array().unwrap();
+    let slow = rows.iter().find(|s| s["server_id"] == "slow").unwrap();
+    let fast = rows.iter().find(|s| s["server_id"] == "fast").unwrap();
+    assert_eq!(fast["state"], "boundary", "{fast}");
+    assert_eq!(slow["state"], "stopped_early", "{slow}\n{stderr}");
+    assert!(
+        slow["note"].as_str().unwrap().contains("cannot win"),
+        "{slow}"
+    );
+    // Stopped at its first failure: no probe between its last pass and that failure.
+    let first_fail = slow["first_fail"].as_f64().unwrap() as u64;
+    let stored = cells(&dir.path().join("results/s"));
+    let slow_loads: Vec<u64> = stored
+        .iter()
+        .filter(|(k, _)| k.starts_with("slow/"))
+        .map(|(_, v)| concurrency(v))
+        .collect();
+    assert_eq!(slow_loads.iter().max(), Some(&first_fail), "{slow_loads:?}");
+    assert!(
+        slow_loads.iter().all(|l| l.is_power_of_two()),
+        "only doubling probes: {slow_loads:?}"
+    );
+    assert_eq!(r["search_picks"][0]["server_id"], "fast");
+}
+
+#[test]
+fn a_search_beside_fixed_levels_is_refused_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = campaign(dir.path(), false);
+    let text = std::fs::read_to_string(&c).unwrap().replace(
+        "num_requests = 64\n",
+        "num_requests = 64\nconcurrency = 4\n",
+    );
+    std::fs::write(&c, text).unwrap();
+    let (code, _, stderr) = run(&["plan", c.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("campaign.toml:22:"), "{stderr}");
+    assert!(
+        stderr.contains("remove `concurrency` and `rate`"),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(&c)
+        .unwrap()
+        .replace("concurrency = 4\n", "")
+        .replace("tpot_p50=25ms", "tpot=25ms");
+    std::fs::write(&c, text).unwrap();
+    let (code, _, stderr) = run(&["plan", c.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("names no statistic"), "{stderr}");
+}
