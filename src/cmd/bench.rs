@@ -217,12 +217,10 @@ fn resolve_prompts(a: &BenchArgs) -> anyhow::Result<Prompts> {
         return Ok(Prompts::Kinds(sel));
     }
     if let Some(path) = &a.dataset {
-        let format = match a.dataset_format.as_deref() {
+        let format = match a.dataset_format {
+            Some(f) => f,
             None => crate::workload::DatasetFormat::from_path(path)
                 .map_err(|e| anyhow::anyhow!("--dataset: {e}"))?,
-            Some("sharegpt") => crate::workload::DatasetFormat::Sharegpt,
-            Some("jsonl") => crate::workload::DatasetFormat::Jsonl,
-            Some(other) => bail!("--dataset-format `{other}`: allowed sharegpt, jsonl"),
         };
         return Ok(Prompts::Dataset {
             path: path.clone(),
@@ -528,5 +526,37 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("--num-requests"), "{e}");
+    }
+
+    #[test]
+    fn dataset_format_flag_overrides_the_extension_and_rejects_unknown_formats() {
+        use crate::workload::DatasetFormat;
+        let format = |extra: &[&str]| match resolve_prompts(&args(extra)).unwrap() {
+            Prompts::Dataset { format, .. } => format,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(format(&["--dataset", "d.json"]), DatasetFormat::Sharegpt);
+        assert_eq!(
+            format(&["--dataset", "d.json", "--dataset-format", "jsonl"]),
+            DatasetFormat::Jsonl
+        );
+        let argv = [
+            "servebench",
+            "bench",
+            "--url",
+            "http://127.0.0.1:1",
+            "--dataset",
+            "d.csv",
+            "--dataset-format",
+            "csv",
+        ];
+        let e = crate::cli::Cli::try_parse_from(argv)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("--dataset-format") && e.contains("sharegpt, jsonl"),
+            "{e}"
+        );
     }
 }
