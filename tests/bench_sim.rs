@@ -4,6 +4,7 @@
 mod common;
 
 use common::{bench, fast_sim, start_sim};
+use servebench::failure::FailureClass;
 
 fn p50(s: &Option<servebench::metrics::stats::Stats>) -> f64 {
     s.expect("statistic present").p50
@@ -108,7 +109,10 @@ async fn over_long_prompt_is_context_overflow_with_the_server_message() {
     assert!(!ok);
     let l = &r.levels[0];
     assert_eq!((l.completed, l.failed), (0, 4));
-    assert_eq!(l.failures_by_class.get("context_overflow"), Some(&4));
+    assert_eq!(
+        l.failures_by_class.get(&FailureClass::ContextOverflow),
+        Some(&4)
+    );
     let f = l.requests[0].failure.as_ref().unwrap();
     assert_eq!(f.status, Some(400));
     assert!(
@@ -174,7 +178,10 @@ async fn http_errors_truncation_and_hangs_are_classified() {
         "4",
     ])
     .await;
-    assert_eq!(r.levels[0].failures_by_class.get("http_error"), Some(&2));
+    assert_eq!(
+        r.levels[0].failures_by_class.get(&FailureClass::HttpError),
+        Some(&2)
+    );
     assert_eq!(
         r.levels[0].requests[0].failure.as_ref().unwrap().status,
         Some(500)
@@ -195,7 +202,10 @@ async fn http_errors_truncation_and_hangs_are_classified() {
         "10",
     ])
     .await;
-    assert_eq!(r.levels[0].failures_by_class.get("protocol"), Some(&2));
+    assert_eq!(
+        r.levels[0].failures_by_class.get(&FailureClass::Protocol),
+        Some(&2)
+    );
 
     let mut cfg = fast_sim();
     cfg.hang_after = Some(0);
@@ -214,7 +224,10 @@ async fn http_errors_truncation_and_hangs_are_classified() {
         "300ms",
     ])
     .await;
-    assert_eq!(r.levels[0].failures_by_class.get("timeout"), Some(&2));
+    assert_eq!(
+        r.levels[0].failures_by_class.get(&FailureClass::Timeout),
+        Some(&2)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{bench, start_llama};
+use servebench::failure::FailureClass;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
@@ -79,7 +80,10 @@ async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
     .await;
     assert!(!ok);
     let l = &r.levels[0];
-    assert_eq!(l.failures_by_class.get("context_overflow"), Some(&2));
+    assert_eq!(
+        l.failures_by_class.get(&FailureClass::ContextOverflow),
+        Some(&2)
+    );
     let f = l.requests[0].failure.as_ref().unwrap();
     assert_eq!(f.status, Some(400));
     assert!(

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::goodput::{goodput, Goodput};
 use super::stats::{latency_stats, Stats};
 use crate::client::record::RequestRecord;
+use crate::failure::FailureClass;
 use crate::load::driver::LevelRun;
 use crate::load::schedule::LoadShape;
 use crate::util::units::Slo;
@@ -41,7 +42,7 @@ pub struct LevelSummary {
     /// Requests that failed.
     pub failed: usize,
     /// Failed requests per class.
-    pub failures_by_class: BTreeMap<String, usize>,
+    pub failures_by_class: BTreeMap<FailureClass, usize>,
     /// Wall time of the measured part, s.
     pub duration_s: f64,
     /// Completed requests per second.
@@ -101,12 +102,13 @@ pub fn summarize(
     let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.is_ok()).collect();
     let mut failures_by_class = BTreeMap::new();
     for r in records.iter().filter(|r| !r.is_ok()) {
+        // A failed record always carries its failure (`RequestRecord::finish`);
+        // one without is an exchange the client could not make sense of.
         let class = r
             .failure
             .as_ref()
-            .map(|f| f.class.as_str())
-            .unwrap_or("unknown");
-        *failures_by_class.entry(class.to_string()).or_insert(0) += 1;
+            .map_or(FailureClass::Protocol, |f| f.class);
+        *failures_by_class.entry(class).or_insert(0) += 1;
     }
     let out_tokens: u64 = ok.iter().filter_map(|r| r.credible_output_tokens()).sum();
     let in_tokens: u64 = ok

@@ -19,6 +19,7 @@ use super::recommend::{slo_picks, stream_picks, SloPick, StreamPick};
 use super::ResultSet;
 use crate::campaign::PromptSource;
 use crate::client::record::RequestRecord;
+use crate::failure::FailureClass;
 use crate::load::schedule::LoadShape;
 use crate::metrics::stats::decode_tok_s;
 use crate::store::{CellResult, CellStatus};
@@ -102,7 +103,7 @@ pub struct CellRow {
     /// Cell status.
     pub status: CellStatus,
     /// Failure class, when the cell or its dominant request failed.
-    pub failure_class: Option<String>,
+    pub failure_class: Option<FailureClass>,
     /// Why the cell failed, was skipped or is suspicious.
     pub reason: Option<String>,
     /// Tensor-parallel size.
@@ -261,7 +262,7 @@ pub struct Problem {
     /// Cell status.
     pub status: CellStatus,
     /// Failure class.
-    pub class: Option<String>,
+    pub class: Option<FailureClass>,
     /// Evidence: failure detail or warnings.
     pub evidence: String,
     /// Server-log lines behind the failure.
@@ -574,7 +575,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
             server_id: c.server_id.clone(),
             cell_name: c.cell_name.clone(),
             status: c.status,
-            class: c.failure.as_ref().map(|f| f.class.as_str().to_string()),
+            class: c.failure.as_ref().map(|f| f.class),
             evidence: reason_of(c).unwrap_or_else(|| {
                 let s = c.summary.as_ref();
                 format!(
@@ -652,7 +653,7 @@ fn cell_row(
         workload: c.workload.workload.clone(),
         repetition: c.workload.repetition,
         status: c.status,
-        failure_class: c.failure.as_ref().map(|f| f.class.as_str().to_string()),
+        failure_class: c.failure.as_ref().map(|f| f.class),
         reason: if c.status == CellStatus::Ok {
             None
         } else {

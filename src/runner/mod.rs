@@ -470,7 +470,7 @@ async fn run_group(
                 Ok(sum) => sum
                     .failures_by_class
                     .keys()
-                    .any(|k| k == "connection" || k == "protocol"),
+                    .any(|k| matches!(k, FailureClass::Connection | FailureClass::Protocol)),
                 Err(_) => true,
             };
             let crashed = match running.local.as_mut() {
@@ -650,8 +650,8 @@ fn judge(
             .failures_by_class
             .iter()
             .max_by_key(|(_, n)| **n)
-            .map(|(k, n)| (k.clone(), *n))
-            .unwrap_or(("protocol".into(), 0));
+            .map(|(k, n)| (*k, *n))
+            .unwrap_or((FailureClass::Protocol, 0));
         let example = s
             .requests
             .iter()
