@@ -431,8 +431,8 @@ fn level_line(label: &str, s: &LevelSummary) -> String {
         s.failed,
         s.duration_s,
         s.output_throughput_tok_s,
-        p50(&s.ttft_ms),
-        p50(&s.tpot_ms)
+        p50(&s.latency.ttft_ms),
+        p50(&s.latency.tpot_ms)
     );
     if !s.failures_by_class.is_empty() {
         let f: Vec<String> = s
@@ -472,11 +472,11 @@ pub fn summary_table(levels: &[LevelSummary]) -> String {
                 s.failed.to_string(),
                 format!("{:.2}", s.request_throughput_rps),
                 format!("{:.1}", s.output_throughput_tok_s),
-                p(&s.ttft_ms, |x| x.p50),
-                p(&s.ttft_ms, |x| x.p99),
-                p(&s.tpot_ms, |x| x.p50),
-                p(&s.itl_per_token_ms, |x| x.p50),
-                p(&s.e2e_ms, |x| x.p50),
+                p(&s.latency.ttft_ms, |x| x.p50),
+                p(&s.latency.ttft_ms, |x| x.p99),
+                p(&s.latency.tpot_ms, |x| x.p50),
+                p(&s.latency.itl_per_token_ms, |x| x.p50),
+                p(&s.latency.e2e_ms, |x| x.p50),
             ]
         })
         .collect();

@@ -680,11 +680,11 @@ fn cell_row(
         requests_failed: c.summary.as_ref().map(|s| s.failed),
         output_tok_s: s.map(|s| s.output_throughput_tok_s),
         output_tok_s_per_gpu: s.map(|s| s.output_throughput_tok_s / gpus as f64),
-        decode_tok_s_p50: s.and_then(|s| s.decode_tok_s).map(|x| x.p50),
-        ttft_p50_ms: s.and_then(|s| s.ttft_ms).map(|x| x.p50),
-        ttft_p99_ms: s.and_then(|s| s.ttft_ms).map(|x| x.p99),
-        tpot_p50_ms: s.and_then(|s| s.tpot_ms).map(|x| x.p50),
-        itl_per_token_p50_ms: s.and_then(|s| s.itl_per_token_ms).map(|x| x.p50),
+        decode_tok_s_p50: s.and_then(|s| s.latency.decode_tok_s).map(|x| x.p50),
+        ttft_p50_ms: s.and_then(|s| s.latency.ttft_ms).map(|x| x.p50),
+        ttft_p99_ms: s.and_then(|s| s.latency.ttft_ms).map(|x| x.p99),
+        tpot_p50_ms: s.and_then(|s| s.latency.tpot_ms).map(|x| x.p50),
+        itl_per_token_p50_ms: s.and_then(|s| s.latency.itl_per_token_ms).map(|x| x.p50),
         acceptance_length: acc.map(|a| a.0),
         acceptance_source: acc.map(|a| a.1.to_string()),
         acceptance_rate: s.and(acceptance_rate(c)),
@@ -701,7 +701,7 @@ pub fn speedup(cell: &CellResult, base: &CellResult) -> Option<(f64, f64)> {
         return None;
     }
     let (s, b) = (cell.summary.as_ref()?, base.summary.as_ref()?);
-    let dec = match (s.decode_tok_s, b.decode_tok_s) {
+    let dec = match (s.latency.decode_tok_s, b.latency.decode_tok_s) {
         (Some(x), Some(y)) if y.p50 > 0.0 => x.p50 / y.p50,
         _ => return None,
     };

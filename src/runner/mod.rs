@@ -625,8 +625,8 @@ fn print_cell_line(r: &CellResult) {
         s.map(|s| s.completed).unwrap_or(0),
         s.map(|s| s.failed).unwrap_or(0),
         s.map(|s| s.output_throughput_tok_s).unwrap_or(0.0),
-        p50(s.and_then(|s| s.ttft_ms)),
-        p50(s.and_then(|s| s.tpot_ms)),
+        p50(s.and_then(|s| s.latency.ttft_ms)),
+        p50(s.and_then(|s| s.latency.tpot_ms)),
         r.failure
             .as_ref()
             .map(|f| format!(
