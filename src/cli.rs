@@ -290,9 +290,9 @@ pub struct BenchArgs {
     /// Prompts from a ShareGPT JSON or JSONL file.
     #[arg(long)]
     pub dataset: Option<PathBuf>,
-    /// Dataset format: sharegpt or jsonl (default: from the file extension).
-    #[arg(long)]
-    pub dataset_format: Option<String>,
+    /// Dataset format (default: from the file extension).
+    #[arg(long, value_enum)]
+    pub dataset_format: Option<crate::workload::DatasetFormat>,
     /// Multi-turn sessions: a built-in scenario (calculator, etl-debug) or a scenario file; --num-requests counts sessions, not turns (default: each concurrent user plays it once).
     #[arg(long)]
     pub scenario: Option<String>,

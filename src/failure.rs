@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::telemetry::FailureKind;
+
 /// Why a request or a cell did not produce a measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -68,9 +70,9 @@ pub struct Failure {
     /// HTTP status when one was received.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
-    /// Classified cause from the server log (out_of_memory, cuda_error, ...).
+    /// Classified cause from the server log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cause: Option<String>,
+    pub cause: Option<FailureKind>,
     /// The server-log lines that show what happened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_excerpt: Option<String>,
@@ -92,12 +94,8 @@ impl Failure {
     /// evidence line is appended to the detail.
     pub fn with_log(mut self, tail: &str) -> Self {
         if let Some(c) = crate::telemetry::logscan::classify_failure(tail) {
-            let kind = serde_json::to_value(c.kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| format!("{:?}", c.kind));
             self.detail = format!("{}: {}", self.detail, c.evidence);
-            self.cause = Some(kind);
+            self.cause = Some(c.kind);
         }
         if !tail.trim().is_empty() {
             self.log_excerpt = Some(truncate(tail, 8192));

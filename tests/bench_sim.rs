@@ -4,6 +4,7 @@
 mod common;
 
 use common::{bench, fast_sim, start_sim};
+use servebench::failure::FailureClass;
 
 fn p50(s: &Option<servebench::metrics::stats::Stats>) -> f64 {
     s.expect("statistic present").p50
@@ -38,17 +39,17 @@ async fn fixed_ttft_and_itl_are_measured_within_tolerance() {
     // client gets to them is a benchmark's figure (scripts/bench-client
     // prints the fidelity against a raw socket reader), not a test bound a
     // busy machine could break.
-    let ttft = l.ttft_ms.expect("ttft");
+    let ttft = l.latency.ttft_ms.expect("ttft");
     assert!(ttft.min >= 50.0, "ttft min {}", ttft.min);
-    let e2e = l.e2e_ms.expect("e2e");
+    let e2e = l.latency.e2e_ms.expect("e2e");
     assert!(e2e.min >= 240.0, "e2e min {}", e2e.min);
-    assert_eq!(l.itl_ms.expect("itl").count, 16 * 19);
+    assert_eq!(l.latency.itl_ms.expect("itl").count, 16 * 19);
     for req in &l.requests {
         assert_eq!(req.output_tokens, Some(20));
         assert_eq!(req.input_tokens, Some(32));
         assert_eq!(req.chunks.len(), 20);
     }
-    assert_eq!(l.tpot_ms.unwrap().count, 16);
+    assert_eq!(l.latency.tpot_ms.unwrap().count, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,7 +83,7 @@ async fn three_tokens_per_chunk_makes_per_token_itl_a_third() {
         );
         assert_eq!(req.output_tokens, Some(31));
     }
-    let ratio = p50(&l.itl_ms) / p50(&l.itl_per_token_ms);
+    let ratio = p50(&l.latency.itl_ms) / p50(&l.latency.itl_per_token_ms);
     assert!((ratio - 3.0).abs() < 0.05, "chunk/token ITL ratio {ratio}");
 }
 
@@ -108,7 +109,10 @@ async fn over_long_prompt_is_context_overflow_with_the_server_message() {
     assert!(!ok);
     let l = &r.levels[0];
     assert_eq!((l.completed, l.failed), (0, 4));
-    assert_eq!(l.failures_by_class.get("context_overflow"), Some(&4));
+    assert_eq!(
+        l.failures_by_class.get(&FailureClass::ContextOverflow),
+        Some(&4)
+    );
     let f = l.requests[0].failure.as_ref().unwrap();
     assert_eq!(f.status, Some(400));
     assert!(
@@ -117,7 +121,7 @@ async fn over_long_prompt_is_context_overflow_with_the_server_message() {
         f.detail
     );
     // A failed level has no latency numbers at all, never zeros.
-    assert!(l.ttft_ms.is_none() && l.tpot_ms.is_none());
+    assert!(l.latency.ttft_ms.is_none() && l.latency.tpot_ms.is_none());
     assert_eq!(l.output_throughput_tok_s, 0.0);
 }
 
@@ -150,7 +154,7 @@ async fn crash_mid_run_gives_classified_failures_not_zeros() {
         assert!(["protocol", "connection"].contains(&class), "{class}");
     }
     let ok_count = l.requests.iter().filter(|r| r.is_ok()).count();
-    assert_eq!(l.ttft_ms.map(|s| s.count).unwrap_or(0), ok_count);
+    assert_eq!(l.latency.ttft_ms.map(|s| s.count).unwrap_or(0), ok_count);
     assert!(matches!(
         sim.join().await,
         Err(servebench::sim::SimError::Crashed(_))
@@ -174,7 +178,10 @@ async fn http_errors_truncation_and_hangs_are_classified() {
         "4",
     ])
     .await;
-    assert_eq!(r.levels[0].failures_by_class.get("http_error"), Some(&2));
+    assert_eq!(
+        r.levels[0].failures_by_class.get(&FailureClass::HttpError),
+        Some(&2)
+    );
     assert_eq!(
         r.levels[0].requests[0].failure.as_ref().unwrap().status,
         Some(500)
@@ -195,7 +202,10 @@ async fn http_errors_truncation_and_hangs_are_classified() {
         "10",
     ])
     .await;
-    assert_eq!(r.levels[0].failures_by_class.get("protocol"), Some(&2));
+    assert_eq!(
+        r.levels[0].failures_by_class.get(&FailureClass::Protocol),
+        Some(&2)
+    );
 
     let mut cfg = fast_sim();
     cfg.hang_after = Some(0);
@@ -214,7 +224,10 @@ async fn http_errors_truncation_and_hangs_are_classified() {
         "300ms",
     ])
     .await;
-    assert_eq!(r.levels[0].failures_by_class.get("timeout"), Some(&2));
+    assert_eq!(
+        r.levels[0].failures_by_class.get(&FailureClass::Timeout),
+        Some(&2)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{bench, start_llama};
+use servebench::failure::FailureClass;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
@@ -39,7 +40,7 @@ async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
         assert!(ttft > 0.0 && ttft < req.e2e_ms.unwrap());
         assert_eq!(req.chunks.iter().map(|c| c.1 as u64).sum::<u64>(), 16);
     }
-    assert!(l.itl_ms.unwrap().p50 > 0.0);
+    assert!(l.latency.itl_ms.unwrap().p50 > 0.0);
     assert!(l.output_throughput_tok_s > 0.0);
 
     // Chat: the role-only first chunk must not count as the first token.
@@ -79,7 +80,10 @@ async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
     .await;
     assert!(!ok);
     let l = &r.levels[0];
-    assert_eq!(l.failures_by_class.get("context_overflow"), Some(&2));
+    assert_eq!(
+        l.failures_by_class.get(&FailureClass::ContextOverflow),
+        Some(&2)
+    );
     let f = l.requests[0].failure.as_ref().unwrap();
     assert_eq!(f.status, Some(400));
     assert!(
@@ -87,7 +91,7 @@ async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
         "{}",
         f.detail
     );
-    assert!(l.ttft_ms.is_none());
+    assert!(l.latency.ttft_ms.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,5 +133,5 @@ async fn killed_llamacpp_mid_run_yields_connection_or_protocol_failures() {
         let class = req.failure.as_ref().unwrap().class.as_str();
         assert!(["protocol", "connection"].contains(&class), "{class}");
     }
-    assert_eq!(l.ttft_ms.map(|s| s.count).unwrap_or(0), l.completed);
+    assert_eq!(l.latency.ttft_ms.map(|s| s.count).unwrap_or(0), l.completed);
 }

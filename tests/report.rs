@@ -18,6 +18,7 @@ use servebench::failure::{Failure, FailureClass};
 use servebench::load::driver::LevelRun;
 use servebench::load::schedule::LoadShape;
 use servebench::metrics::level::summarize;
+use servebench::report::charts::ChartSection;
 use servebench::report::model::{build, Report, ReportOptions};
 use servebench::report::{CampaignMeta, Format, ResultSet};
 use servebench::store::{CellResult, CellStatus};
@@ -380,14 +381,14 @@ fn failed_skipped_and_suspicious_cells_are_listed_with_their_reason_and_carry_no
             .unwrap_or_else(|| panic!("{server}/{cell} missing from problems"))
     };
     let crash = problem("crashy", "chat-in512-out64-c1");
-    assert_eq!(crash.class.as_deref(), Some("crashed"));
+    assert_eq!(crash.class, Some(FailureClass::Crashed));
     assert!(crash
         .log_excerpt
         .as_deref()
         .unwrap()
         .contains("illegal instruction"));
     let ovf = problem("ar", "ctx-in40000-out64-c1");
-    assert_eq!(ovf.class.as_deref(), Some("context_overflow"));
+    assert_eq!(ovf.class, Some(FailureClass::ContextOverflow));
     assert!(ovf.evidence.contains("maximum context length"));
     assert!(problem("eagle-k8-tp2", "chat-in512-out64-c4-rep1")
         .evidence
@@ -454,7 +455,7 @@ fn speedup_divides_by_the_baseline_twin_of_the_same_repetition() {
             })
             .unwrap();
         let (a, b) = (me.summary.as_ref().unwrap(), twin.summary.as_ref().unwrap());
-        let want = a.decode_tok_s.unwrap().p50 / b.decode_tok_s.unwrap().p50;
+        let want = a.latency.decode_tok_s.unwrap().p50 / b.latency.decode_tok_s.unwrap().p50;
         assert!((row.speedup_decode.unwrap() - want).abs() < 1e-12);
         let want = a.output_throughput_tok_s / b.output_throughput_tok_s;
         assert!((row.speedup_output.unwrap() - want).abs() < 1e-12);
@@ -520,7 +521,7 @@ fn baseline_flag_overrides_campaign_json_and_no_baseline_means_no_speedups() {
     let r = build(&set, &ReportOptions::default());
     assert_eq!(r.baseline, None);
     assert!(r.cells.iter().all(|c| c.speedup_decode.is_none()));
-    assert!(r.charts.iter().all(|c| c.section != "speedup"));
+    assert!(r.charts.iter().all(|c| c.section != ChartSection::Speedup));
 }
 
 #[test]

@@ -1,19 +1,59 @@
-//! The committed JSON Schema of the bench result file matches real output.
+//! The committed JSON Schemas (bench result, stored cell, report.json) match
+//! real output, and each constrains what a reader relies on: a document
+//! that drifts from the layout fails validation.
 
 mod common;
 
-use common::{bench_json, fast_sim, start_sim};
+use std::path::Path;
 
-fn validator() -> jsonschema::Validator {
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../schema/bench-result.schema.json")).unwrap();
-    jsonschema::validator_for(&schema).expect("schema compiles")
+use common::{bench_json, cells, fast_sim, run, start_sim};
+use serde_json::{json, Value};
+
+/// Every schema by its `$id`, so references between them resolve.
+const SCHEMAS: [(&str, &str); 3] = [
+    (
+        "servebench/bench-result.schema.json",
+        include_str!("../schema/bench-result.schema.json"),
+    ),
+    (
+        "servebench/cell-result.schema.json",
+        include_str!("../schema/cell-result.schema.json"),
+    ),
+    (
+        "servebench/report.schema.json",
+        include_str!("../schema/report.schema.json"),
+    ),
+];
+
+fn validator(id: &str) -> jsonschema::Validator {
+    let parse = |text: &str| -> Value { serde_json::from_str(text).unwrap() };
+    let resources = SCHEMAS.iter().map(|(uri, text)| {
+        let schema = parse(text);
+        assert_eq!(schema["$id"], *uri, "a schema's $id is the name others use");
+        (*uri, jsonschema::Resource::from_contents(schema).unwrap())
+    });
+    let (_, text) = SCHEMAS.iter().find(|(uri, _)| *uri == id).unwrap();
+    jsonschema::options()
+        .with_resources(resources)
+        .build(&parse(text))
+        .expect("schema compiles")
 }
 
-fn errors(v: &jsonschema::Validator, doc: &serde_json::Value) -> Vec<String> {
+fn errors(v: &jsonschema::Validator, doc: &Value) -> Vec<String> {
     v.iter_errors(doc)
         .map(|e| format!("{} at {}", e, e.instance_path))
         .collect()
+}
+
+/// Assert that `edit` turns a valid document into an invalid one.
+fn rejects(v: &jsonschema::Validator, doc: &Value, what: &str, edit: impl FnOnce(&mut Value)) {
+    assert_eq!(errors(v, doc), Vec::<String>::new(), "valid before: {what}");
+    let mut broken = doc.clone();
+    edit(&mut broken);
+    assert!(
+        !errors(v, &broken).is_empty(),
+        "{what} must fail validation"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,27 +80,129 @@ async fn real_bench_output_validates_and_drift_is_caught() {
         "ttft=1s",
     ])
     .await;
-    let v = validator();
+    let v = validator("servebench/bench-result.schema.json");
     assert_eq!(errors(&v, &doc), Vec::<String>::new());
     // Both successes and failures were exercised by this document.
     let reqs = doc["levels"][1]["requests"].as_array().unwrap();
     assert!(reqs.iter().any(|r| r["status"] == "ok"));
     assert!(reqs.iter().any(|r| r["status"] == "failed"));
+    assert!(!doc["levels"][1]["failures_by_class"]
+        .as_object()
+        .unwrap()
+        .is_empty());
 
-    let mut renamed = doc.clone();
-    let level = renamed["levels"][0].as_object_mut().unwrap();
-    let ttft = level.remove("ttft_ms").unwrap();
-    level.insert("ttftMs".into(), ttft);
-    assert!(
-        !errors(&v, &renamed).is_empty(),
-        "a renamed field must fail validation"
-    );
-
+    rejects(&v, &doc, "a renamed field", |d| {
+        let level = d["levels"][0].as_object_mut().unwrap();
+        let ttft = level.remove("ttft_ms").unwrap();
+        level.insert("ttftMs".into(), ttft);
+    });
     let ok_index = reqs.iter().position(|r| r["status"] == "ok").unwrap();
-    let mut zero_fail = doc.clone();
-    zero_fail["levels"][1]["requests"][ok_index]["status"] = "failed".into();
-    assert!(
-        !errors(&v, &zero_fail).is_empty(),
-        "a failed request needs its failure evidence"
-    );
+    rejects(&v, &doc, "a failed request without evidence", |d| {
+        d["levels"][1]["requests"][ok_index]["status"] = "failed".into();
+    });
+    rejects(&v, &doc, "a failure class outside the set", |d| {
+        d["levels"][1]["failures_by_class"]["gremlins"] = 1.into();
+    });
+}
+
+/// The quickstart campaign (four simulated servers, one of which crashes)
+/// run in `dir`; returns its results directory.
+fn run_quickstart(dir: &Path) -> std::path::PathBuf {
+    let text = include_str!("../examples/quickstart.toml")
+        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let campaign = dir.join("campaign.toml");
+    std::fs::write(&campaign, text).unwrap();
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    dir.join("results/quickstart")
+}
+
+#[test]
+fn real_campaign_cells_and_report_validate_and_drift_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = run_quickstart(dir.path());
+
+    let cell_v = validator("servebench/cell-result.schema.json");
+    let cells = cells(&root);
+    assert_eq!(cells.len(), 20);
+    for (name, c) in &cells {
+        assert_eq!(errors(&cell_v, c), Vec::<String>::new(), "{name}");
+    }
+    // The cells cover a measurement with engine telemetry, a crash with its
+    // classified cause, and cells the crash left unrun.
+    let status_of = |s: &str| cells.values().find(|c| c["status"] == s).unwrap();
+    let (ok, failed, not_run) = (status_of("ok"), status_of("failed"), status_of("not_run"));
+    assert!(cells.values().any(|c| c["telemetry"]["spec"].is_object()));
+    assert_eq!(failed["failure"]["cause"], "cuda_error");
+    assert!(not_run["summary"].is_null());
+
+    rejects(&cell_v, ok, "a status outside the set", |c| {
+        c["status"] = "done".into();
+    });
+    rejects(&cell_v, ok, "a missing identity", |c| {
+        c.as_object_mut().unwrap().remove("identity");
+    });
+    rejects(&cell_v, ok, "an unknown field", |c| {
+        c["score"] = 1.into();
+    });
+    rejects(&cell_v, failed, "a failed cell without its failure", |c| {
+        c["failure"] = Value::Null;
+    });
+    rejects(&cell_v, failed, "a crash cause outside the set", |c| {
+        c["failure"]["cause"] = "bad_luck".into();
+    });
+    rejects(&cell_v, ok, "a measured cell without its summary", |c| {
+        c["summary"] = Value::Null;
+    });
+    rejects(&cell_v, not_run, "a failure class outside the set", |c| {
+        c["failure"]["class"] = "unknown".into();
+    });
+
+    let report_v = validator("servebench/report.schema.json");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    assert_eq!(errors(&report_v, &report), Vec::<String>::new());
+    assert!(!report["problems"].as_array().unwrap().is_empty());
+    assert!(!report["charts"].as_array().unwrap().is_empty());
+    report_rejects_drift(&report_v, &report);
+}
+
+/// The hand-built report fixture covers what the quickstart does not:
+/// skipped, suspicious and partial cells, multi-turn sessions, every chart
+/// section.
+#[test]
+fn report_fixture_validates() {
+    let v = validator("servebench/report.schema.json");
+    let report: Value = serde_json::from_str(include_str!("fixtures/report/report.json")).unwrap();
+    assert_eq!(errors(&v, &report), Vec::<String>::new());
+    assert!(!report["turns"].as_array().unwrap().is_empty());
+    assert!(report["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["status"] == "skipped"));
+}
+
+fn report_rejects_drift(v: &jsonschema::Validator, report: &Value) {
+    rejects(v, report, "a missing cells list", |r| {
+        r.as_object_mut().unwrap().remove("cells");
+    });
+    rejects(v, report, "a chart section outside the set", |r| {
+        r["charts"][0]["section"] = "misc".into();
+    });
+    let failed = report["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|c| c["status"] == "failed")
+        .unwrap();
+    rejects(v, report, "a failed cell counted as usable", |r| {
+        r["cells"][failed]["usable"] = true.into();
+    });
+    rejects(v, report, "a metric given as text", |r| {
+        r["cells"][0]["output_tok_s"] = json!("fast");
+    });
+    rejects(v, report, "an ok cell listed as a problem", |r| {
+        r["problems"][0]["status"] = "ok".into();
+    });
 }

@@ -282,7 +282,7 @@ pub const MAX_SERVER_WARMUP: u32 = 1000;
 
 /// How the campaign runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunOptions {
+pub struct RunSettings {
     /// Baseline server id for speedups.
     pub baseline: Option<String>,
     /// Health wait limit.
@@ -340,7 +340,7 @@ pub struct Campaign {
     /// SLO searches, one per searched workload point.
     pub searches: Vec<Search>,
     /// Run options.
-    pub run: RunOptions,
+    pub run: RunSettings,
     /// Where servers are started (not part of any cell's identity).
     #[serde(default)]
     pub launcher: super::launcher::Launcher,
@@ -560,7 +560,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
 
     let servers = expand_servers(&raw, src)?;
 
-    let run = RunOptions {
+    let run = RunSettings {
         baseline: raw.run.baseline.as_ref().map(|b| b.get_ref().clone()),
         health_timeout: duration(src, &raw.run.health_timeout, Duration::from_secs(600))?,
         request_timeout: duration(src, &raw.run.request_timeout, Duration::from_secs(600))?,

@@ -217,12 +217,10 @@ fn resolve_prompts(a: &BenchArgs) -> anyhow::Result<Prompts> {
         return Ok(Prompts::Kinds(sel));
     }
     if let Some(path) = &a.dataset {
-        let format = match a.dataset_format.as_deref() {
+        let format = match a.dataset_format {
+            Some(f) => f,
             None => crate::workload::DatasetFormat::from_path(path)
                 .map_err(|e| anyhow::anyhow!("--dataset: {e}"))?,
-            Some("sharegpt") => crate::workload::DatasetFormat::Sharegpt,
-            Some("jsonl") => crate::workload::DatasetFormat::Jsonl,
-            Some(other) => bail!("--dataset-format `{other}`: allowed sharegpt, jsonl"),
         };
         return Ok(Prompts::Dataset {
             path: path.clone(),
@@ -433,8 +431,8 @@ fn level_line(label: &str, s: &LevelSummary) -> String {
         s.failed,
         s.duration_s,
         s.output_throughput_tok_s,
-        p50(&s.ttft_ms),
-        p50(&s.tpot_ms)
+        p50(&s.latency.ttft_ms),
+        p50(&s.latency.tpot_ms)
     );
     if !s.failures_by_class.is_empty() {
         let f: Vec<String> = s
@@ -474,11 +472,11 @@ pub fn summary_table(levels: &[LevelSummary]) -> String {
                 s.failed.to_string(),
                 format!("{:.2}", s.request_throughput_rps),
                 format!("{:.1}", s.output_throughput_tok_s),
-                p(&s.ttft_ms, |x| x.p50),
-                p(&s.ttft_ms, |x| x.p99),
-                p(&s.tpot_ms, |x| x.p50),
-                p(&s.itl_per_token_ms, |x| x.p50),
-                p(&s.e2e_ms, |x| x.p50),
+                p(&s.latency.ttft_ms, |x| x.p50),
+                p(&s.latency.ttft_ms, |x| x.p99),
+                p(&s.latency.tpot_ms, |x| x.p50),
+                p(&s.latency.itl_per_token_ms, |x| x.p50),
+                p(&s.latency.e2e_ms, |x| x.p50),
             ]
         })
         .collect();
@@ -528,5 +526,37 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("--num-requests"), "{e}");
+    }
+
+    #[test]
+    fn dataset_format_flag_overrides_the_extension_and_rejects_unknown_formats() {
+        use crate::workload::DatasetFormat;
+        let format = |extra: &[&str]| match resolve_prompts(&args(extra)).unwrap() {
+            Prompts::Dataset { format, .. } => format,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(format(&["--dataset", "d.json"]), DatasetFormat::Sharegpt);
+        assert_eq!(
+            format(&["--dataset", "d.json", "--dataset-format", "jsonl"]),
+            DatasetFormat::Jsonl
+        );
+        let argv = [
+            "servebench",
+            "bench",
+            "--url",
+            "http://127.0.0.1:1",
+            "--dataset",
+            "d.csv",
+            "--dataset-format",
+            "csv",
+        ];
+        let e = crate::cli::Cli::try_parse_from(argv)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("--dataset-format") && e.contains("sharegpt, jsonl"),
+            "{e}"
+        );
     }
 }

@@ -6,7 +6,7 @@ use crate::{cli, failure, telemetry, ui};
 
 /// `servebench logs`: the facts and failure cause in an engine log.
 pub fn run(a: cli::LogsArgs) -> anyhow::Result<ExitCode> {
-    use telemetry::EngineKind as E;
+    use telemetry::TelemetryEngine as E;
     let engine = match a.engine {
         cli::LogEngineArg::Sglang => E::Sglang,
         cli::LogEngineArg::Vllm => E::Vllm,

@@ -102,12 +102,12 @@ impl EngineKind {
     }
 
     /// The telemetry dialect for metrics and logs, when there is one.
-    pub fn telemetry(self) -> Option<crate::telemetry::EngineKind> {
+    pub fn telemetry(self) -> Option<crate::telemetry::TelemetryEngine> {
         match self {
-            EngineKind::Sglang => Some(crate::telemetry::EngineKind::Sglang),
-            EngineKind::Vllm => Some(crate::telemetry::EngineKind::Vllm),
-            EngineKind::Llamacpp => Some(crate::telemetry::EngineKind::Llamacpp),
-            EngineKind::Sim => Some(crate::telemetry::EngineKind::Sim),
+            EngineKind::Sglang => Some(crate::telemetry::TelemetryEngine::Sglang),
+            EngineKind::Vllm => Some(crate::telemetry::TelemetryEngine::Vllm),
+            EngineKind::Llamacpp => Some(crate::telemetry::TelemetryEngine::Llamacpp),
+            EngineKind::Sim => Some(crate::telemetry::TelemetryEngine::Sim),
             EngineKind::Openai | EngineKind::Command => None,
         }
     }

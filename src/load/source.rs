@@ -75,7 +75,7 @@ pub type PromptFn =
 
 /// A request source over any prompt generator, with bodies built ahead of
 /// time so prompt construction never delays a scheduled request.
-pub struct PromptSource {
+pub struct PromptFnSource {
     api: Api,
     model: String,
     output_tokens: u64,
@@ -84,7 +84,7 @@ pub struct PromptSource {
     ready: std::collections::HashMap<u64, PreparedRequest>,
 }
 
-impl PromptSource {
+impl PromptFnSource {
     /// A source sending `prompt(i)` for request `i`.
     pub fn new(
         api: Api,
@@ -131,7 +131,7 @@ impl PromptSource {
     }
 }
 
-impl RequestSource for PromptSource {
+impl RequestSource for PromptFnSource {
     fn next_work(&mut self, index: u64) -> Option<Work> {
         if let Some(r) = self.ready.remove(&index) {
             return Some(Work::Request(r));

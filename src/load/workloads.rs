@@ -15,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::driver::{PreparedRequest, RequestSource, SessionWork, Work};
-use super::source::{PromptFn, PromptSource, SyntheticSource};
+use super::source::{PromptFn, PromptFnSource, SyntheticSource};
 use crate::client::openai::{build_body, Api, ChatMessage, PromptBody};
 use crate::client::Endpoint;
 use crate::workload::dataset::{self, DatasetFormat, LengthFilter};
@@ -378,8 +378,8 @@ const PREBUILD_MAX: u64 = 100_000;
 /// A source of `prompt`s under `spec`'s API, model and output settings, with
 /// its requests built ahead when their count is known and small enough. The
 /// building runs off the async threads: exact prompts tokenize.
-async fn prompt_source(spec: &SourceSpec, prompt: PromptFn) -> Result<PromptSource, String> {
-    let mut src = PromptSource::new(
+async fn prompt_source(spec: &SourceSpec, prompt: PromptFn) -> Result<PromptFnSource, String> {
+    let mut src = PromptFnSource::new(
         spec.api,
         spec.model.clone(),
         spec.output_len,

@@ -124,7 +124,7 @@ impl MemoryInputs {
     }
 }
 
-/// How serious a verdict is.
+/// How serious a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
@@ -136,7 +136,7 @@ pub enum Level {
 
 /// One feasibility finding with a reason the user can act on.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Verdict {
+pub struct Finding {
     /// Severity.
     pub level: Level,
     /// Plain-language reason and fix.
@@ -185,13 +185,13 @@ pub struct Estimate {
     /// Context length in force.
     pub context_length: Option<u64>,
     /// Findings, errors first.
-    pub verdicts: Vec<Verdict>,
+    pub verdicts: Vec<Finding>,
     /// Assumptions behind the figures.
     pub assumptions: Vec<String>,
 }
 
 impl Estimate {
-    /// True when no verdict is an error.
+    /// True when no finding is an error.
     pub fn runnable(&self) -> bool {
         self.verdicts.iter().all(|v| v.level != Level::Error)
     }
@@ -971,15 +971,15 @@ pub fn estimate(model: &ModelInfo, inputs: &MemoryInputs) -> Estimate {
     }
 }
 
-fn err(reason: String) -> Verdict {
-    Verdict {
+fn err(reason: String) -> Finding {
+    Finding {
         level: Level::Error,
         reason,
     }
 }
 
-fn warn(reason: String) -> Verdict {
-    Verdict {
+fn warn(reason: String) -> Finding {
+    Finding {
         level: Level::Warn,
         reason,
     }

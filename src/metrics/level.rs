@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::goodput::{goodput, Goodput};
-use super::stats::{latency_stats, Stats};
+use super::stats::{latency_stats, LatencyStats, Stats};
 use crate::client::record::RequestRecord;
+use crate::failure::FailureClass;
 use crate::load::driver::LevelRun;
 use crate::load::schedule::LoadShape;
 use crate::util::units::Slo;
@@ -41,7 +42,7 @@ pub struct LevelSummary {
     /// Requests that failed.
     pub failed: usize,
     /// Failed requests per class.
-    pub failures_by_class: BTreeMap<String, usize>,
+    pub failures_by_class: BTreeMap<FailureClass, usize>,
     /// Wall time of the measured part, s.
     pub duration_s: f64,
     /// Completed requests per second.
@@ -50,18 +51,10 @@ pub struct LevelSummary {
     pub output_throughput_tok_s: f64,
     /// Input plus output tokens of completed requests per second.
     pub total_throughput_tok_s: f64,
-    /// Time to first token.
-    pub ttft_ms: Option<Stats>,
-    /// Time per output token.
-    pub tpot_ms: Option<Stats>,
-    /// Inter-chunk latency.
-    pub itl_ms: Option<Stats>,
-    /// Inter-token latency.
-    pub itl_per_token_ms: Option<Stats>,
-    /// End-to-end latency.
-    pub e2e_ms: Option<Stats>,
-    /// Per-request decode speed, tokens/s.
-    pub decode_tok_s: Option<Stats>,
+    /// Latency distributions of the completed requests; flattened so the
+    /// six statistics stay top-level fields of the level in the JSON.
+    #[serde(flatten)]
+    pub latency: LatencyStats,
     /// Goodput against each declared SLO.
     pub goodput: Vec<Goodput>,
     /// Speculative draft tokens proposed / accepted, summed over requests, when reported.
@@ -101,12 +94,13 @@ pub fn summarize(
     let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.is_ok()).collect();
     let mut failures_by_class = BTreeMap::new();
     for r in records.iter().filter(|r| !r.is_ok()) {
+        // A failed record always carries its failure (`RequestRecord::finish`);
+        // one without is an exchange the client could not make sense of.
         let class = r
             .failure
             .as_ref()
-            .map(|f| f.class.as_str())
-            .unwrap_or("unknown");
-        *failures_by_class.entry(class.to_string()).or_insert(0) += 1;
+            .map_or(FailureClass::Protocol, |f| f.class);
+        *failures_by_class.entry(class).or_insert(0) += 1;
     }
     let out_tokens: u64 = ok.iter().filter_map(|r| r.credible_output_tokens()).sum();
     let in_tokens: u64 = ok
@@ -120,7 +114,6 @@ pub fn summarize(
             0.0
         }
     };
-    let lat = latency_stats(ok.iter().copied());
     let lag = Stats::from_values(records.iter().map(|r| r.dispatch_lag_ms()).collect());
     let cores_used = per_s(cpu_seconds);
     let mut warnings = Vec::new();
@@ -160,12 +153,7 @@ pub fn summarize(
         request_throughput_rps: per_s(ok.len() as f64),
         output_throughput_tok_s: per_s(out_tokens as f64),
         total_throughput_tok_s: per_s((out_tokens + in_tokens) as f64),
-        ttft_ms: lat.ttft_ms,
-        tpot_ms: lat.tpot_ms,
-        itl_ms: lat.itl_ms,
-        itl_per_token_ms: lat.itl_per_token_ms,
-        e2e_ms: lat.e2e_ms,
-        decode_tok_s: lat.decode_tok_s,
+        latency: latency_stats(ok.iter().copied()),
         goodput: slos
             .iter()
             .map(|s| goodput(&records, s, run.duration_s))
@@ -185,5 +173,43 @@ pub fn summarize(
         source: None,
         suspicious: Vec::new(),
         requests: records,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::record::Outcome;
+    use crate::failure::{Failure, FailureClass};
+
+    #[test]
+    fn latency_statistics_are_top_level_fields_that_read_back() {
+        let mut ok = RequestRecord::new(0.0, 0.0);
+        ok.push_chunk(5.0, 1);
+        ok.push_chunk(7.0, 1);
+        ok.output_tokens = Some(2);
+        ok.finish(Outcome::Ok, 9.0);
+        let mut failed = RequestRecord::new(1.0, 1.0);
+        failed.finish(
+            Outcome::Failed(Failure::new(FailureClass::Timeout, "t")),
+            2.0,
+        );
+        let run = LevelRun {
+            records: vec![ok, failed],
+            duration_s: 1.0,
+            warmup_sent: 0,
+            warmup_failed: 0,
+            cancelled: false,
+        };
+        let s = summarize(LoadShape::Concurrency { value: 1 }, run, &[], 0.0, 1);
+        assert_eq!(s.latency.ttft_ms.unwrap().p50, 5.0);
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["ttft_ms"]["p50"], 5.0);
+        assert_eq!(v["e2e_ms"]["max"], 9.0);
+        assert!(v["itl_per_token_ms"].is_object() && v["decode_tok_s"].is_object());
+        assert!(v.get("latency").is_none());
+        assert_eq!(v["failures_by_class"], serde_json::json!({"timeout": 1}));
+        let back: LevelSummary = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
     }
 }

@@ -26,6 +26,38 @@ pub enum SeriesStyle {
     Frontier,
 }
 
+/// The report section a chart belongs in, in page order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChartSection {
+    /// Throughput and latency vs. concurrency.
+    Throughput,
+    /// Throughput per GPU vs. speed per user.
+    PerGpu,
+    /// Speedup over the baseline.
+    Speedup,
+    /// Speculative budget sweep.
+    Budget,
+    /// Context length.
+    Context,
+    /// Agentic sessions.
+    Agentic,
+}
+
+impl ChartSection {
+    /// The snake_case name used in report.json and as the HTML anchor.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Throughput => "throughput",
+            Self::PerGpu => "per_gpu",
+            Self::Speedup => "speedup",
+            Self::Budget => "budget",
+            Self::Context => "context",
+            Self::Agentic => "agentic",
+        }
+    }
+}
+
 /// One named series of a chart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Series {
@@ -63,7 +95,7 @@ pub enum ChartKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chart {
     /// Section the chart belongs in.
-    pub section: String,
+    pub section: ChartSection,
     /// Title.
     pub title: String,
     /// X axis label with unit.
@@ -143,7 +175,7 @@ pub(super) fn charts(
             .zip(conc.iter().last())
             .is_some_and(|(a, b)| *b >= 4 * (*a).max(1));
         out.push(Chart {
-            section: "throughput".into(),
+            section: ChartSection::Throughput,
             title: format!("Output throughput vs. concurrency — {fam}"),
             x_label: "concurrency (users)".into(),
             y_label: "output throughput (tokens/s)".into(),
@@ -161,7 +193,7 @@ pub(super) fn charts(
             " p99",
         ));
         out.push(Chart {
-            section: "throughput".into(),
+            section: ChartSection::Throughput,
             title: format!("TTFT p50 / p99 vs. concurrency — {fam}"),
             x_label: "concurrency (users)".into(),
             y_label: "time to first token (ms)".into(),
@@ -207,7 +239,7 @@ pub(super) fn charts(
                     })
                     .collect();
                 out.push(Chart {
-                    section: "speedup".into(),
+                    section: ChartSection::Speedup,
                     title: format!("Decode speedup over `{b}` per prompt kind and output length"),
                     x_label: "prompt kind · output length (tokens) · load".into(),
                     y_label: "per-request decode speed ratio (×)".into(),
@@ -262,7 +294,7 @@ pub(super) fn charts(
                 .collect()
         };
         out.push(Chart {
-            section: "budget".into(),
+            section: ChartSection::Budget,
             title: "Output throughput vs. speculative budget".into(),
             x_label: "budget (num_draft_tokens)".into(),
             y_label: "output throughput (tokens/s)".into(),
@@ -274,7 +306,7 @@ pub(super) fn charts(
             notes.push("no acceptance length known for the budget sweep: chart skipped".into());
         } else {
             out.push(Chart {
-                section: "budget".into(),
+                section: ChartSection::Budget,
                 title: "Acceptance length vs. speculative budget".into(),
                 x_label: "budget (num_draft_tokens)".into(),
                 y_label: "acceptance length (tokens/step)".into(),
@@ -322,7 +354,7 @@ pub(super) fn charts(
             .map(|c| format!(" (concurrency {c})"))
             .unwrap_or_default();
         out.push(Chart {
-            section: "context".into(),
+            section: ChartSection::Context,
             title: format!("TTFT p50 vs. context length{at}"),
             x_label: "prompt length (tokens)".into(),
             y_label: "time to first token (ms)".into(),
@@ -330,7 +362,7 @@ pub(super) fn charts(
             series: mk(&|p| p.ttft_p50_ms.map(|s| s.mean)),
         });
         out.push(Chart {
-            section: "context".into(),
+            section: ChartSection::Context,
             title: format!("Decode speed p50 vs. context length{at}"),
             x_label: "prompt length (tokens)".into(),
             y_label: "per-request decode speed (tokens/s)".into(),
@@ -379,7 +411,7 @@ pub(super) fn charts(
             labels: Vec::new(),
         });
         out.push(Chart {
-            section: "per_gpu".into(),
+            section: ChartSection::PerGpu,
             title: format!("Throughput per GPU vs. speed per user — {fam}"),
             x_label: "tokens/s per user (decode p50)".into(),
             y_label: "output tokens/s per GPU".into(),
@@ -421,7 +453,7 @@ pub(super) fn charts(
             ));
         }
         out.push(Chart {
-            section: "agentic".into(),
+            section: ChartSection::Agentic,
             title: "Agentic sessions: latency per turn (p50)".into(),
             x_label: "turn".into(),
             y_label: "latency (ms)".into(),

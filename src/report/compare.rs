@@ -38,22 +38,22 @@ const METRICS: [Metric; 5] = [
     Metric {
         name: "decode_tok_s_p50",
         higher_is_better: true,
-        get: |c| c.summary.as_ref()?.decode_tok_s.map(|s| s.p50),
+        get: |c| c.summary.as_ref()?.latency.decode_tok_s.map(|s| s.p50),
     },
     Metric {
         name: "ttft_p50_ms",
         higher_is_better: false,
-        get: |c| c.summary.as_ref()?.ttft_ms.map(|s| s.p50),
+        get: |c| c.summary.as_ref()?.latency.ttft_ms.map(|s| s.p50),
     },
     Metric {
         name: "ttft_p99_ms",
         higher_is_better: false,
-        get: |c| c.summary.as_ref()?.ttft_ms.map(|s| s.p99),
+        get: |c| c.summary.as_ref()?.latency.ttft_ms.map(|s| s.p99),
     },
     Metric {
         name: "tpot_p50_ms",
         higher_is_better: false,
-        get: |c| c.summary.as_ref()?.tpot_ms.map(|s| s.p50),
+        get: |c| c.summary.as_ref()?.latency.tpot_ms.map(|s| s.p50),
     },
 ];
 

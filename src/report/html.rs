@@ -4,11 +4,12 @@
 
 use std::fmt::Write;
 
-use super::charts::Chart;
+use super::charts::{Chart, ChartSection};
 use super::model::Report;
 use super::svg::{self, esc};
 use super::table::{kind_cells, point_cells, recommendation_lines, KIND_HEADER, POINT_HEADER};
 use super::Exporter;
+use crate::failure::FailureClass;
 
 /// Renders the report as a standalone HTML page.
 pub struct HtmlExporter;
@@ -31,13 +32,13 @@ svg .legend{font-size:10px}svg .empty{font-size:13px;fill:#888}
 ul.rec li{margin-bottom:6px}.note{color:#666;font-style:italic}
 ";
 
-const SECTIONS: [(&str, &str, &str); 6] = [
-    ("throughput", "Throughput and latency vs. concurrency", "Output throughput and TTFT p50 (solid) / p99 (dashed) per server config; means over repetitions."),
-    ("per_gpu", "Throughput per GPU vs. speed per user", "One point per (server config, concurrency); throughput divided by the server's TP size. Circled points form the Pareto frontier: no other point is both faster per user and more productive per GPU."),
-    ("speedup", "Speedup over the baseline", "Ratio of median per-request decode speed to the baseline's at the same workload point, per prompt kind and output length."),
-    ("budget", "Speculative budget sweep", "Output throughput and acceptance length against the draft budget (num_draft_tokens)."),
-    ("context", "Context length", "TTFT and decode speed against the prompt length."),
-    ("agentic", "Agentic sessions", "Per-turn latency of multi-turn sessions: each turn resends the whole conversation."),
+const SECTIONS: [(ChartSection, &str, &str); 6] = [
+    (ChartSection::Throughput, "Throughput and latency vs. concurrency", "Output throughput and TTFT p50 (solid) / p99 (dashed) per server config; means over repetitions."),
+    (ChartSection::PerGpu, "Throughput per GPU vs. speed per user", "One point per (server config, concurrency); throughput divided by the server's TP size. Circled points form the Pareto frontier: no other point is both faster per user and more productive per GPU."),
+    (ChartSection::Speedup, "Speedup over the baseline", "Ratio of median per-request decode speed to the baseline's at the same workload point, per prompt kind and output length."),
+    (ChartSection::Budget, "Speculative budget sweep", "Output throughput and acceptance length against the draft budget (num_draft_tokens)."),
+    (ChartSection::Context, "Context length", "TTFT and decode speed against the prompt length."),
+    (ChartSection::Agentic, "Agentic sessions", "Per-turn latency of multi-turn sessions: each turn resends the whole conversation."),
 ];
 
 fn is_number(s: &str) -> bool {
@@ -70,15 +71,13 @@ fn table(header: &[&str], rows: &[(Vec<String>, &str)]) -> String {
 }
 
 /// The word that marks a section's notes (see `model::charts`).
-fn note_key(section: &str) -> &str {
+fn note_key(section: ChartSection) -> &'static str {
     match section {
-        "throughput" => "closed-loop",
-        "per_gpu" => "closed-loop",
-        "speedup" => "speedup",
-        "budget" => "budget",
-        "context" => "context-length",
-        "agentic" => "agentic",
-        other => other,
+        ChartSection::Throughput | ChartSection::PerGpu => "closed-loop",
+        ChartSection::Speedup => "speedup",
+        ChartSection::Budget => "budget",
+        ChartSection::Context => "context-length",
+        ChartSection::Agentic => "agentic",
     }
 }
 
@@ -132,7 +131,8 @@ impl Exporter for HtmlExporter {
         for (key, title, blurb) in SECTIONS {
             let _ = write!(
                 s,
-                r#"<h2 id="{key}">{}</h2><p>{}</p>"#,
+                r#"<h2 id="{}">{}</h2><p>{}</p>"#,
+                key.as_str(),
                 esc(title),
                 esc(blurb)
             );
@@ -182,7 +182,7 @@ impl Exporter for HtmlExporter {
                     esc(&p.server_id),
                     esc(&p.cell_name),
                     p.status.as_str(),
-                    esc(p.class.as_deref().unwrap_or("-")),
+                    esc(p.class.map_or("-", FailureClass::as_str)),
                     esc(&p.evidence)
                 );
             }

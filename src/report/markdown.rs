@@ -76,7 +76,7 @@ impl Exporter for MarkdownExporter {
                         p.server_id.clone(),
                         p.cell_name.clone(),
                         p.status.as_str().to_string(),
-                        p.class.clone().unwrap_or_else(|| "-".into()),
+                        p.class.map_or("-", |c| c.as_str()).to_string(),
                         ev,
                     ]
                 })

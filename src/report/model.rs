@@ -18,6 +18,7 @@ use super::recommend::{slo_picks, stream_picks, SloPick, StreamPick};
 use super::ResultSet;
 use crate::campaign::PromptSource;
 use crate::client::record::RequestRecord;
+use crate::failure::FailureClass;
 use crate::load::schedule::LoadShape;
 use crate::metrics::bootstrap::{median, SplitMix};
 use crate::metrics::stats::decode_tok_s;
@@ -102,7 +103,7 @@ pub struct CellRow {
     /// Cell status.
     pub status: CellStatus,
     /// Failure class, when the cell or its dominant request failed.
-    pub failure_class: Option<String>,
+    pub failure_class: Option<FailureClass>,
     /// Why the cell failed, was skipped or is suspicious.
     pub reason: Option<String>,
     /// Tensor-parallel size.
@@ -261,7 +262,7 @@ pub struct Problem {
     /// Cell status.
     pub status: CellStatus,
     /// Failure class.
-    pub class: Option<String>,
+    pub class: Option<FailureClass>,
     /// Evidence: failure detail or warnings.
     pub evidence: String,
     /// Server-log lines behind the failure.
@@ -585,7 +586,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
             server_id: c.server_id.clone(),
             cell_name: c.cell_name.clone(),
             status: c.status,
-            class: c.failure.as_ref().map(|f| f.class.as_str().to_string()),
+            class: c.failure.as_ref().map(|f| f.class),
             evidence: reason_of(c).unwrap_or_else(|| {
                 let s = c.summary.as_ref();
                 format!(
@@ -665,7 +666,7 @@ fn cell_row(
         workload: c.workload.workload.clone(),
         repetition: c.workload.repetition,
         status: c.status,
-        failure_class: c.failure.as_ref().map(|f| f.class.as_str().to_string()),
+        failure_class: c.failure.as_ref().map(|f| f.class),
         reason: if c.status == CellStatus::Ok {
             None
         } else {
@@ -692,11 +693,11 @@ fn cell_row(
         requests_failed: c.summary.as_ref().map(|s| s.failed),
         output_tok_s: s.map(|s| s.output_throughput_tok_s),
         output_tok_s_per_gpu: s.map(|s| s.output_throughput_tok_s / gpus as f64),
-        decode_tok_s_p50: s.and_then(|s| s.decode_tok_s).map(|x| x.p50),
-        ttft_p50_ms: s.and_then(|s| s.ttft_ms).map(|x| x.p50),
-        ttft_p99_ms: s.and_then(|s| s.ttft_ms).map(|x| x.p99),
-        tpot_p50_ms: s.and_then(|s| s.tpot_ms).map(|x| x.p50),
-        itl_per_token_p50_ms: s.and_then(|s| s.itl_per_token_ms).map(|x| x.p50),
+        decode_tok_s_p50: s.and_then(|s| s.latency.decode_tok_s).map(|x| x.p50),
+        ttft_p50_ms: s.and_then(|s| s.latency.ttft_ms).map(|x| x.p50),
+        ttft_p99_ms: s.and_then(|s| s.latency.ttft_ms).map(|x| x.p99),
+        tpot_p50_ms: s.and_then(|s| s.latency.tpot_ms).map(|x| x.p50),
+        itl_per_token_p50_ms: s.and_then(|s| s.latency.itl_per_token_ms).map(|x| x.p50),
         acceptance_length: acc.map(|a| a.0),
         acceptance_source: acc.map(|a| a.1.to_string()),
         acceptance_rate: s.and(acceptance_rate(c)),
@@ -713,7 +714,7 @@ pub fn speedup(cell: &CellResult, base: &CellResult) -> Option<(f64, f64)> {
         return None;
     }
     let (s, b) = (cell.summary.as_ref()?, base.summary.as_ref()?);
-    let dec = match (s.decode_tok_s, b.decode_tok_s) {
+    let dec = match (s.latency.decode_tok_s, b.latency.decode_tok_s) {
         (Some(x), Some(y)) if y.p50 > 0.0 => x.p50 / y.p50,
         _ => return None,
     };

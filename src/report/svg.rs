@@ -343,6 +343,7 @@ pub fn render(chart: &Chart) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::charts::ChartSection;
 
     #[test]
     fn ticks_use_round_steps_and_cover_the_range() {
@@ -359,7 +360,7 @@ mod tests {
     fn one_x_value_is_one_point_at_its_own_labelled_value() {
         for log_x in [false, true] {
             let chart = Chart {
-                section: "s".into(),
+                section: ChartSection::Throughput,
                 title: "kinds".into(),
                 x_label: "concurrency".into(),
                 y_label: "tok/s".into(),

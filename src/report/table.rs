@@ -176,7 +176,7 @@ impl Exporter for TableExporter {
                         p.server_id.clone(),
                         p.cell_name.clone(),
                         p.status.as_str().to_string(),
-                        p.class.clone().unwrap_or_else(|| "-".into()),
+                        p.class.map_or("-", |c| c.as_str()).to_string(),
                         one_line(&p.evidence, 100),
                     ]
                 })

@@ -498,7 +498,7 @@ async fn run_group(
                 Ok(sum) => sum
                     .failures_by_class
                     .keys()
-                    .any(|k| k == "connection" || k == "protocol"),
+                    .any(|k| matches!(k, FailureClass::Connection | FailureClass::Protocol)),
                 Err(_) => true,
             };
             let crashed = match running.local.as_mut() {
@@ -656,8 +656,8 @@ fn print_cell_line(r: &CellResult) {
         s.map(|s| s.completed).unwrap_or(0),
         s.map(|s| s.failed).unwrap_or(0),
         s.map(|s| s.output_throughput_tok_s).unwrap_or(0.0),
-        p50(s.and_then(|s| s.ttft_ms)),
-        p50(s.and_then(|s| s.tpot_ms)),
+        p50(s.and_then(|s| s.latency.ttft_ms)),
+        p50(s.and_then(|s| s.latency.tpot_ms)),
         r.failure
             .as_ref()
             .map(|f| format!(
@@ -681,8 +681,8 @@ fn judge(
             .failures_by_class
             .iter()
             .max_by_key(|(_, n)| **n)
-            .map(|(k, n)| (k.clone(), *n))
-            .unwrap_or(("protocol".into(), 0));
+            .map(|(k, n)| (*k, *n))
+            .unwrap_or((FailureClass::Protocol, 0));
         let example = s
             .requests
             .iter()

@@ -71,7 +71,9 @@ fn status_label(r: &CellRow) -> String {
     match (r.status, &r.failure_class, &r.reason) {
         (CellStatus::Ok, _, _) => "ok".into(),
         (CellStatus::Skipped, _, Some(reason)) => format!("skipped: {}", short(reason, 60)),
-        (st, Some(class), _) if class != st.as_str() => format!("{} ({class})", st.as_str()),
+        (st, Some(class), _) if class.as_str() != st.as_str() => {
+            format!("{} ({class})", st.as_str())
+        }
         (st, _, _) => st.as_str().to_string(),
     }
 }

@@ -30,7 +30,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::prometheus::MetricsDelta;
-use super::EngineKind;
+use super::TelemetryEngine;
 
 /// Candidate sample names for each common field of one engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,12 +139,12 @@ const SIM: MetricNames = MetricNames {
 };
 
 /// The metric-name table of an engine.
-pub fn metric_names(engine: EngineKind) -> &'static MetricNames {
+pub fn metric_names(engine: TelemetryEngine) -> &'static MetricNames {
     match engine {
-        EngineKind::Sglang => &SGLANG,
-        EngineKind::Vllm => &VLLM,
-        EngineKind::Llamacpp => &LLAMACPP,
-        EngineKind::Sim => &SIM,
+        TelemetryEngine::Sglang => &SGLANG,
+        TelemetryEngine::Vllm => &VLLM,
+        TelemetryEngine::Llamacpp => &LLAMACPP,
+        TelemetryEngine::Sim => &SIM,
     }
 }
 
@@ -285,7 +285,7 @@ fn json_count(v: Option<&serde_json::Value>) -> u64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommonMetrics {
     /// Engine whose names were used.
-    pub engine: EngineKind,
+    pub engine: TelemetryEngine,
     /// Prompt tokens processed during the interval.
     pub prompt_tokens: Option<f64>,
     /// Tokens generated during the interval.
@@ -336,13 +336,13 @@ fn first_gauge_max(delta: &MetricsDelta, names: &[&str]) -> Option<f64> {
 /// Counts (tokens, requests) are summed over label sets so data-parallel
 /// engines add up; usage fractions take the largest value, the one that
 /// limits admission.
-pub fn common_from_delta(engine: EngineKind, delta: &MetricsDelta) -> CommonMetrics {
+pub fn common_from_delta(engine: TelemetryEngine, delta: &MetricsDelta) -> CommonMetrics {
     let names = metric_names(engine);
     let mut resets = Vec::new();
     let prompt_tokens = first_counter(delta, names.prompt_tokens, &mut resets);
     let prefix_cache_hits = first_counter(delta, names.prefix_cache_hits, &mut resets);
     let mut prefix_cache_queries = first_counter(delta, names.prefix_cache_queries, &mut resets);
-    if engine == EngineKind::Llamacpp && prefix_cache_queries.is_none() {
+    if engine == TelemetryEngine::Llamacpp && prefix_cache_queries.is_none() {
         if let (Some(hits), Some(processed)) = (prefix_cache_hits, prompt_tokens) {
             prefix_cache_queries = Some(hits + processed);
         }
@@ -517,7 +517,7 @@ vllm:spec_decode_num_accepted_tokens_total{engine=\"0\",model_name=\"m\"} 163.0
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",model_name=\"m\",position=\"1\"} 60.0
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",model_name=\"m\",position=\"0\"} 90.0
 ";
-        let c = common_from_delta(EngineKind::Vllm, &d(before, after));
+        let c = common_from_delta(TelemetryEngine::Vllm, &d(before, after));
         assert_eq!(c.prompt_tokens, Some(1000.0));
         assert_eq!(c.generation_tokens, Some(2048.0));
         assert_eq!(c.requests_finished, Some(10.0));
@@ -544,7 +544,7 @@ vllm:gpu_prefix_cache_hits_total{model_name=\"m\"} 30.0
 # TYPE vllm:gpu_prefix_cache_queries_total counter
 vllm:gpu_prefix_cache_queries_total{model_name=\"m\"} 40.0
 ";
-        let c = common_from_delta(EngineKind::Vllm, &d("", after));
+        let c = common_from_delta(TelemetryEngine::Vllm, &d("", after));
         assert_eq!(c.kv_cache_usage, Some(0.5));
         assert_eq!(c.prefix_cache_hits, Some(30.0));
         assert_eq!(c.prefix_cache_queries, Some(40.0));
@@ -577,7 +577,7 @@ llamacpp:spec_decode_num_accepted_tokens_total 0
 # TYPE llamacpp:requests_processing gauge
 llamacpp:requests_processing 1
 ";
-        let c = common_from_delta(EngineKind::Llamacpp, &d(before, after));
+        let c = common_from_delta(TelemetryEngine::Llamacpp, &d(before, after));
         assert_eq!(c.prompt_tokens, Some(300.0));
         assert_eq!(c.prefix_cache_hits, Some(100.0));
         assert_eq!(c.prefix_cache_queries, Some(400.0));
@@ -593,7 +593,7 @@ llamacpp:requests_processing 1
 
     #[test]
     fn sim_names_are_the_ones_the_simulator_exports() {
-        let names = metric_names(EngineKind::Sim);
+        let names = metric_names(TelemetryEngine::Sim);
         let all: Vec<&str> = [
             names.requests_running,
             names.requests_waiting,
@@ -624,7 +624,7 @@ llamacpp:requests_processing 1
 
     #[test]
     fn every_table_uses_its_engine_prefix() {
-        for engine in EngineKind::ALL {
+        for engine in TelemetryEngine::ALL {
             let n = metric_names(engine);
             let prefix = format!("{}:", engine.as_str());
             for list in [

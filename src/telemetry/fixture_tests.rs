@@ -6,7 +6,7 @@
 use super::engine_metrics::common_from_delta;
 use super::logscan::{classify_failure, scan_log, FailureKind};
 use super::prometheus::{delta, parse, MetricType, Scrape};
-use super::EngineKind;
+use super::TelemetryEngine;
 
 macro_rules! fixture {
     ($name:literal) => {
@@ -58,7 +58,7 @@ fn every_fixture_names_its_source() {
 
 #[test]
 fn sglang_startup() {
-    let f = scan_log(EngineKind::Sglang, fixture!("sglang_startup.log"));
+    let f = scan_log(TelemetryEngine::Sglang, fixture!("sglang_startup.log"));
     assert_eq!(f.kv_cache_tokens, Some(834_615));
     assert!(approx(f.k_cache_gib, 54.12));
     assert!(approx(f.v_cache_gib, 54.12));
@@ -67,7 +67,10 @@ fn sglang_startup() {
     assert!(f.errors.is_empty());
     assert!(f.hybrid_state.is_none());
 
-    let s = scan_log(EngineKind::Sglang, fixture!("sglang_server_summary.log"));
+    let s = scan_log(
+        TelemetryEngine::Sglang,
+        fixture!("sglang_server_summary.log"),
+    );
     assert_eq!(s.max_total_num_tokens, Some(2_086_558));
     assert_eq!(s.max_running_requests, Some(33));
     assert_eq!(s.context_length, Some(256_000));
@@ -75,7 +78,10 @@ fn sglang_startup() {
 
 #[test]
 fn sglang_hybrid_startup() {
-    let f = scan_log(EngineKind::Sglang, fixture!("sglang_hybrid_startup.log"));
+    let f = scan_log(
+        TelemetryEngine::Sglang,
+        fixture!("sglang_hybrid_startup.log"),
+    );
     let h = f.hybrid_state.expect("mamba cache lines");
     assert_eq!(h.max_mamba_cache_size, Some(82));
     assert!(approx(h.conv_state_gib, 0.13));
@@ -91,7 +97,10 @@ fn sglang_hybrid_startup() {
 
 #[test]
 fn sglang_decode_batches_in_both_punctuations() {
-    let period = scan_log(EngineKind::Sglang, fixture!("sglang_decode_period.log"));
+    let period = scan_log(
+        TelemetryEngine::Sglang,
+        fixture!("sglang_decode_period.log"),
+    );
     assert_eq!(period.decode.count, 10);
     assert_eq!(period.decode.max_running_requests, Some(2));
     let last = period.decode.last.as_ref().unwrap();
@@ -103,7 +112,7 @@ fn sglang_decode_batches_in_both_punctuations() {
             / 10.0;
     assert!(approx(period.decode.mean_gen_throughput, mean));
 
-    let comma = scan_log(EngineKind::Sglang, fixture!("sglang_decode_comma.log"));
+    let comma = scan_log(TelemetryEngine::Sglang, fixture!("sglang_decode_comma.log"));
     assert_eq!(
         comma.decode.count, 1,
         "prefill lines are not decode batches"
@@ -116,7 +125,7 @@ fn sglang_decode_batches_in_both_punctuations() {
     assert_eq!(b.queue_requests, Some(0));
 
     let hybrid = scan_log(
-        EngineKind::Sglang,
+        TelemetryEngine::Sglang,
         fixture!("sglang_decode_hybrid_spec.log"),
     );
     assert_eq!(hybrid.decode.count, 1);
@@ -136,7 +145,7 @@ fn sglang_decode_batches_in_both_punctuations() {
 fn sglang_ready_line() {
     let log = "[2026-12-02 10:00:00] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)\n\
                [2026-12-02 10:00:09] The server is fired up and ready to roll!\n";
-    let f = scan_log(EngineKind::Sglang, log);
+    let f = scan_log(TelemetryEngine::Sglang, log);
     let ready = f.ready.unwrap();
     assert_eq!(ready.line_number, 2);
     assert_eq!(ready.text, "The server is fired up and ready to roll!");
@@ -144,7 +153,7 @@ fn sglang_ready_line() {
 
 #[test]
 fn vllm_v1_startup() {
-    let f = scan_log(EngineKind::Vllm, fixture!("vllm_startup.log"));
+    let f = scan_log(TelemetryEngine::Vllm, fixture!("vllm_startup.log"));
     assert_eq!(f.kv_cache_tokens, Some(75_840));
     assert!(approx(f.kv_cache_gib, 2.30));
     let mc = f.max_concurrency.unwrap();
@@ -153,7 +162,7 @@ fn vllm_v1_startup() {
     assert_eq!(f.context_length, Some(120_000));
     assert!(f.errors.is_empty(), "{:?}", f.errors);
 
-    let args = scan_log(EngineKind::Vllm, fixture!("vllm_startup_args.log"));
+    let args = scan_log(TelemetryEngine::Vllm, fixture!("vllm_startup_args.log"));
     assert_eq!(args.context_length, Some(32_768));
     assert!(approx(args.weights_gib, 12.66));
     assert_eq!(args.ready, None);
@@ -161,7 +170,7 @@ fn vllm_v1_startup() {
 
 #[test]
 fn vllm_cpu_build_startup_from_a_real_launch() {
-    let f = scan_log(EngineKind::Vllm, fixture!("vllm_cpu_startup_0.32.log"));
+    let f = scan_log(TelemetryEngine::Vllm, fixture!("vllm_cpu_startup_0.32.log"));
     assert_eq!(f.kv_cache_tokens, Some(46_592));
     let mc = f.max_concurrency.unwrap();
     assert_eq!(mc.tokens_per_request, 2048);
@@ -181,7 +190,7 @@ fn vllm_stats_and_ready_lines() {
 (APIServer pid=1) INFO 08-17 19:55:36 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.83, Accepted throughput: 37.5 tokens/s, Drafted throughput: 60.0 tokens/s, Accepted: 375 tokens, Drafted: 600 tokens, Per-position acceptance rate: 0.780, 0.600, 0.450, Avg Draft acceptance rate: 62.5%
 (APIServer pid=1) INFO:     Application startup complete.
 ";
-    let f = scan_log(EngineKind::Vllm, log);
+    let f = scan_log(TelemetryEngine::Vllm, log);
     let b = f.decode.last.as_ref().unwrap();
     assert_eq!(b.running_requests, Some(1));
     assert_eq!(b.queue_requests, Some(0));
@@ -194,7 +203,7 @@ fn vllm_stats_and_ready_lines() {
 #[test]
 fn vllm_crash_with_cuda_error() {
     let text = fixture!("vllm_crash_cuda.log");
-    let f = scan_log(EngineKind::Vllm, text);
+    let f = scan_log(TelemetryEngine::Vllm, text);
     assert!(f.errors.iter().any(|e| e.kind == FailureKind::CudaError
         && e.text == "what():  CUDA error: an illegal memory access was encountered"));
     let cause = classify_failure(text).unwrap();
@@ -213,7 +222,7 @@ fn vllm_crash_with_cuda_error() {
         "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
     );
     assert_eq!(cause.line_number, 2);
-    let f = scan_log(EngineKind::Vllm, tb);
+    let f = scan_log(TelemetryEngine::Vllm, tb);
     assert!(f
         .errors
         .iter()
@@ -222,7 +231,10 @@ fn vllm_crash_with_cuda_error() {
 
 #[test]
 fn llamacpp_startups() {
-    let old = scan_log(EngineKind::Llamacpp, fixture!("llamacpp_startup_2024.log"));
+    let old = scan_log(
+        TelemetryEngine::Llamacpp,
+        fixture!("llamacpp_startup_2024.log"),
+    );
     assert_eq!(old.kv_cache_tokens, Some(512));
     assert!(approx(old.kv_cache_gib, 160.0 / 1024.0));
     assert!(approx(old.k_cache_gib, 80.0 / 1024.0));
@@ -231,19 +243,28 @@ fn llamacpp_startups() {
     assert_eq!(old.max_running_requests, Some(1));
     assert_eq!(old.ready.as_ref().unwrap().line_number, 14);
 
-    let mtp = scan_log(EngineKind::Llamacpp, fixture!("llamacpp_startup_mtp.log"));
+    let mtp = scan_log(
+        TelemetryEngine::Llamacpp,
+        fixture!("llamacpp_startup_mtp.log"),
+    );
     assert_eq!(mtp.max_running_requests, Some(2));
     assert_eq!(mtp.context_length, Some(262_144));
     assert!(mtp.errors.is_empty(), "{:?}", mtp.errors);
 
-    let ctx = scan_log(EngineKind::Llamacpp, fixture!("llamacpp_context_2025.log"));
+    let ctx = scan_log(
+        TelemetryEngine::Llamacpp,
+        fixture!("llamacpp_context_2025.log"),
+    );
     assert_eq!(ctx.kv_cache_tokens, Some(16_384));
     assert_eq!(ctx.context_length, Some(16_384));
     assert!(approx(ctx.kv_cache_gib, 2.0));
     assert!(approx(ctx.k_cache_gib, 1.0));
     assert!(approx(ctx.v_cache_gib, 1.0));
 
-    let ready = scan_log(EngineKind::Llamacpp, fixture!("llamacpp_ready_2026.log"));
+    let ready = scan_log(
+        TelemetryEngine::Llamacpp,
+        fixture!("llamacpp_ready_2026.log"),
+    );
     let line = ready.ready.unwrap();
     assert_eq!(line.line_number, 8);
     assert!(line.text.ends_with("listening on http://127.0.0.1:8080"));
@@ -258,7 +279,7 @@ fn llamacpp_eval_timing_and_draft_rate() {
 [42027]       total time =   16883.78 ms /   217 tokens
 draft acceptance rate = 0.57143 (   12 accepted /    21 generated)
 ";
-    let f = scan_log(EngineKind::Llamacpp, log);
+    let f = scan_log(TelemetryEngine::Llamacpp, log);
     assert_eq!(f.decode.count, 1);
     let b = f.decode.last.unwrap();
     assert!(approx(b.gen_throughput, 11.90));
@@ -268,7 +289,7 @@ draft acceptance rate = 0.57143 (   12 accepted /    21 generated)
 #[test]
 fn sim_log() {
     let text = fixture!("sim_crash.log");
-    let f = scan_log(EngineKind::Sim, text);
+    let f = scan_log(TelemetryEngine::Sim, text);
     assert_eq!(f.kv_cache_tokens, Some(65_536));
     assert_eq!(f.max_running_requests, Some(64));
     assert_eq!(f.context_length, Some(32_768));
@@ -338,12 +359,12 @@ fn real_metrics_samples_parse() {
 fn deltas_between_two_real_llamacpp_scrapes() {
     let before = scrape(fixture!("llamacpp_metrics.prom"));
     let after = scrape(fixture!("llamacpp_metrics_ik.prom"));
-    let c = common_from_delta(EngineKind::Llamacpp, &delta(&before, &after));
+    let c = common_from_delta(TelemetryEngine::Llamacpp, &delta(&before, &after));
     assert_eq!(c.prompt_tokens, Some(6886.0 - 143.0));
     assert_eq!(c.generation_tokens, Some(3469.0 - 673.0));
     assert!(c.counter_resets.is_empty());
     // Reversed order looks like a server restart: flagged, never negative.
-    let back = common_from_delta(EngineKind::Llamacpp, &delta(&after, &before));
+    let back = common_from_delta(TelemetryEngine::Llamacpp, &delta(&after, &before));
     assert_eq!(back.prompt_tokens, Some(143.0));
     assert_eq!(
         back.counter_resets,
@@ -358,7 +379,7 @@ fn deltas_between_two_real_llamacpp_scrapes() {
 fn sglang_and_vllm_common_fields_from_real_scrapes() {
     let empty = Scrape::default();
     let sg = common_from_delta(
-        EngineKind::Sglang,
+        TelemetryEngine::Sglang,
         &delta(&empty, &scrape(fixture!("sglang_metrics_counters.prom"))),
     );
     assert_eq!(sg.requests_finished, Some(217.0));
@@ -368,7 +389,7 @@ fn sglang_and_vllm_common_fields_from_real_scrapes() {
     assert!(sg.spec.is_none());
 
     let v = common_from_delta(
-        EngineKind::Vllm,
+        TelemetryEngine::Vllm,
         &delta(&empty, &scrape(fixture!("vllm_metrics_v1.prom"))),
     );
     assert_eq!(v.prefix_cache_queries, Some(32.0));
@@ -444,7 +465,7 @@ fn random_text_never_panics() {
         let _ = parse(&text);
         let _ = super::gpu::parse_query_output(&text);
         let _ = classify_failure(&text);
-        for engine in EngineKind::ALL {
+        for engine in TelemetryEngine::ALL {
             let _ = scan_log(engine, &text);
         }
     }

@@ -23,7 +23,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::EngineKind;
+use super::TelemetryEngine;
 
 /// Error lines kept from the start of a log.
 pub const ERRORS_KEPT_HEAD: usize = 25;
@@ -169,7 +169,7 @@ pub struct DecodeSummary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LogFacts {
     /// Engine whose formats were expected.
-    pub engine: EngineKind,
+    pub engine: TelemetryEngine,
     /// Number of lines read.
     pub lines_scanned: usize,
     /// Memory taken by the model weights, GiB (per GPU where the engine says so).
@@ -204,7 +204,7 @@ pub struct LogFacts {
 }
 
 /// Reads the facts of a server log written by `engine`.
-pub fn scan_log(engine: EngineKind, text: &str) -> LogFacts {
+pub fn scan_log(engine: TelemetryEngine, text: &str) -> LogFacts {
     let mut scanner = Scanner::new(engine);
     for (idx, raw) in text.lines().enumerate() {
         scanner.line(idx + 1, raw);
@@ -404,7 +404,7 @@ struct Scanner {
 }
 
 impl Scanner {
-    fn new(engine: EngineKind) -> Self {
+    fn new(engine: TelemetryEngine) -> Self {
         Scanner {
             facts: LogFacts {
                 engine,
@@ -450,10 +450,10 @@ impl Scanner {
             });
         }
         match self.facts.engine {
-            EngineKind::Sglang => self.sglang(line_number, body),
-            EngineKind::Vllm => self.vllm(line_number, body),
-            EngineKind::Llamacpp => self.llamacpp(line_number, body),
-            EngineKind::Sim => self.sim(line_number, body),
+            TelemetryEngine::Sglang => self.sglang(line_number, body),
+            TelemetryEngine::Vllm => self.vllm(line_number, body),
+            TelemetryEngine::Llamacpp => self.llamacpp(line_number, body),
+            TelemetryEngine::Sim => self.sim(line_number, body),
         }
     }
 
@@ -1142,7 +1142,7 @@ Traceback (most recent call last):
 RuntimeError: second
 next line of the server
 ";
-        let facts = scan_log(EngineKind::Sglang, log);
+        let facts = scan_log(TelemetryEngine::Sglang, log);
         let py: Vec<&ErrorLine> = facts
             .errors
             .iter()
@@ -1159,7 +1159,7 @@ next line of the server
     #[test]
     fn unterminated_traceback_is_reported_at_end() {
         let facts = scan_log(
-            EngineKind::Vllm,
+            TelemetryEngine::Vllm,
             "Traceback (most recent call last):\n  File \"x\"\n",
         );
         assert_eq!(facts.errors.len(), 1);
@@ -1201,7 +1201,7 @@ next line of the server
                 "CUDA error: an illegal memory access was encountered {i}\n"
             ));
         }
-        let facts = scan_log(EngineKind::Vllm, &log);
+        let facts = scan_log(TelemetryEngine::Vllm, &log);
         assert_eq!(facts.errors.len(), ERRORS_KEPT_HEAD + ERRORS_KEPT_TAIL);
         assert_eq!(
             facts.errors_dropped,
@@ -1231,7 +1231,7 @@ next line of the server
             "eval time = tokens per second",
             "draft acceptance rate = nope",
         ];
-        for engine in EngineKind::ALL {
+        for engine in TelemetryEngine::ALL {
             for input in inputs {
                 let _ = scan_log(engine, input);
                 let _ = classify_failure(input);

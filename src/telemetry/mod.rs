@@ -39,7 +39,7 @@ pub use prometheus::{delta, parse, MetricType, MetricsDelta, ParseError, Scrape}
 /// The serving engines whose metrics and logs servebench understands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum EngineKind {
+pub enum TelemetryEngine {
     /// SGLang (`sglang:*` metrics, `python -m sglang.launch_server` logs).
     Sglang,
     /// vLLM (`vllm:*` metrics, `vllm serve` logs).
@@ -50,12 +50,9 @@ pub enum EngineKind {
     Sim,
 }
 
-/// The engine whose log format a log scan expects; the same set as [`EngineKind`].
-pub type LogEngine = EngineKind;
-
-impl EngineKind {
+impl TelemetryEngine {
     /// All engines, in a fixed order.
-    pub const ALL: [EngineKind; 4] = [Self::Sglang, Self::Vllm, Self::Llamacpp, Self::Sim];
+    pub const ALL: [TelemetryEngine; 4] = [Self::Sglang, Self::Vllm, Self::Llamacpp, Self::Sim];
 
     /// The lowercase name used in campaign files and results.
     pub fn as_str(self) -> &'static str {
@@ -68,13 +65,13 @@ impl EngineKind {
     }
 }
 
-impl std::fmt::Display for EngineKind {
+impl std::fmt::Display for TelemetryEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl std::str::FromStr for EngineKind {
+impl std::str::FromStr for TelemetryEngine {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -96,18 +93,18 @@ mod tests {
 
     #[test]
     fn engine_names_round_trip() {
-        for e in EngineKind::ALL {
-            assert_eq!(e.as_str().parse::<EngineKind>().unwrap(), e);
+        for e in TelemetryEngine::ALL {
+            assert_eq!(e.as_str().parse::<TelemetryEngine>().unwrap(), e);
             assert_eq!(
                 serde_json::to_string(&e).unwrap(),
                 format!("\"{}\"", e.as_str())
             );
         }
         assert_eq!(
-            "llama.cpp".parse::<EngineKind>().unwrap(),
-            EngineKind::Llamacpp
+            "llama.cpp".parse::<TelemetryEngine>().unwrap(),
+            TelemetryEngine::Llamacpp
         );
-        assert!("tgi".parse::<EngineKind>().is_err());
+        assert!("tgi".parse::<TelemetryEngine>().is_err());
     }
 }
 

@@ -30,7 +30,7 @@ use super::{TokenCounter, WorkloadError};
 use crate::util::rng::seeded;
 
 /// Dataset file format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum DatasetFormat {
     /// A JSON array of ShareGPT conversations.
