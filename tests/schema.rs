@@ -206,3 +206,35 @@ fn report_rejects_drift(v: &jsonschema::Validator, report: &Value) {
         r["problems"][0]["status"] = "ok".into();
     });
 }
+
+/// An SLO search's probes are ordinary cells, and its rows and pick are
+/// part of report.json: both validate, and a made-up search state does not.
+#[test]
+fn search_campaign_cells_and_report_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = include_str!("../examples/search.toml")
+        .replace("results_dir = \"../results\"", "results_dir = \"results\"")
+        .replace("max = 64", "max = 8")
+        .replace("num_requests = 64", "num_requests = 16");
+    let campaign = dir.path().join("campaign.toml");
+    std::fs::write(&campaign, text).unwrap();
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let root = dir.path().join("results/search");
+    let cell_v = validator("servebench/cell-result.schema.json");
+    for (name, c) in &cells(&root) {
+        assert_eq!(errors(&cell_v, c), Vec::<String>::new(), "{name}");
+    }
+    let report_v = validator("servebench/report.schema.json");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    assert_eq!(errors(&report_v, &report), Vec::<String>::new());
+    let rows = report["searches"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "one row per server: {rows:?}");
+    rejects(&report_v, &report, "a search state outside the set", |r| {
+        r["searches"][0]["state"] = "maybe".into();
+    });
+    rejects(&report_v, &report, "a bound without its statistic", |r| {
+        r["searches"][0]["bounds"][0] = "tpot=5ms".into();
+    });
+}

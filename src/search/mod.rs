@@ -167,10 +167,10 @@ impl From<&LevelSummary> for ProbeFacts {
         ProbeFacts {
             completed: s.completed,
             failed: s.failed,
-            ttft_ms: s.ttft_ms,
-            tpot_ms: s.tpot_ms,
-            itl_ms: s.itl_ms,
-            e2e_ms: s.e2e_ms,
+            ttft_ms: s.latency.ttft_ms,
+            tpot_ms: s.latency.tpot_ms,
+            itl_ms: s.latency.itl_ms,
+            e2e_ms: s.latency.e2e_ms,
         }
     }
 }
