@@ -569,7 +569,15 @@ grace_period = "3s"
                 .as_f64()
                 .unwrap()
                 >= 3.0 * 64.0,
-            "{name}: metrics delta covers this cell"
+            "{name}: metrics delta covers this cell: {}",
+            c["telemetry"]
+        );
+        // The runner waits for counters that lag the last response, so a
+        // delta that covers the cell carries no note.
+        assert!(
+            c["telemetry"]["metrics_note"].is_null(),
+            "{name}: {}",
+            c["telemetry"]["metrics_note"]
         );
         (
             drafted,

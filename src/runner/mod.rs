@@ -460,7 +460,7 @@ async fn run_group(
             let window = slot.tracker.begin(&g.server.id, &cell.name);
             // One client per cell: the scrapes and the load share its connections.
             let endpoint = endpoint_for(c, &running.url, cell.workload.api);
-            let (before, measured, gpus, gpu_note, after) = match endpoint {
+            let (before, measured, gpus, gpu_note, (after, lag_note)) = match endpoint {
                 Ok(ep) => {
                     let before = telemetry::scrape(&ep, c.engine.kind).await;
                     let sampler = telemetry::GpuSampler::start(&running.run.gpus);
@@ -470,7 +470,18 @@ async fn run_group(
                     );
                     let measured = measure(c, cell, ep.clone(), cancel, expect).await;
                     let (gpus, gpu_note) = sampler.finish(&running.run.gpus).await;
-                    let after = telemetry::scrape(&ep, c.engine.kind).await;
+                    let want = measured
+                        .as_ref()
+                        .map(telemetry::ClientTotals::of)
+                        .unwrap_or_default();
+                    let after = telemetry::scrape_settled(
+                        &ep,
+                        c.engine.kind,
+                        &before,
+                        want,
+                        telemetry::Settle::RUNNER,
+                    )
+                    .await;
                     (before, measured, gpus, gpu_note, after)
                 }
                 Err(e) => (
@@ -478,7 +489,7 @@ async fn run_group(
                     Err(e.to_string()),
                     Vec::new(),
                     None,
-                    Err(e.to_string()),
+                    (Err(e.to_string()), None),
                 ),
             };
             let log_text = running
@@ -565,6 +576,9 @@ async fn run_group(
                     );
                     tel.gpus = gpus;
                     tel.gpu_note = gpu_note;
+                    if lag_note.is_some() {
+                        tel.metrics_note = lag_note;
+                    }
                     let (mut status, mut failure, warnings) =
                         judge(&summary, g, cell.workload.ignore_eos);
                     r.warnings.extend(warnings);

@@ -17,7 +17,9 @@ use crate::client::Endpoint;
 use crate::engine::EngineKind;
 use crate::metrics::level::LevelSummary;
 pub use crate::telemetry::cell::{CellSpec, CellTelemetry};
-use crate::telemetry::engine_metrics::{common_from_delta, spec_acceptance, SpecDecodeCounts};
+use crate::telemetry::engine_metrics::{
+    common_from_delta, spec_acceptance, CommonMetrics, SpecDecodeCounts,
+};
 use crate::telemetry::gpu::{parse_query_output, query_command, summarize, GpuSample, GpuSummary};
 use crate::telemetry::logscan::scan_log;
 use crate::telemetry::prometheus::{self, Scrape};
@@ -32,6 +34,131 @@ pub async fn scrape(endpoint: &Endpoint, engine: EngineKind) -> Result<Scrape, S
         return Err(format!("{} answered HTTP {status}", engine.metrics_path()));
     }
     prometheus::parse(&String::from_utf8_lossy(&body)).map_err(|e| e.to_string())
+}
+
+/// What the client received over a cell, which the engine's counters must cover.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ClientTotals {
+    /// Output tokens of the cell's completed requests.
+    pub output_tokens: f64,
+    /// Completed requests.
+    pub finished_requests: f64,
+}
+
+impl ClientTotals {
+    /// The totals of a measured cell.
+    pub fn of(summary: &LevelSummary) -> Self {
+        Self {
+            output_tokens: summary
+                .requests
+                .iter()
+                .filter(|r| r.is_ok())
+                .filter_map(|r| r.credible_output_tokens())
+                .sum::<u64>() as f64,
+            finished_requests: summary.completed as f64,
+        }
+    }
+}
+
+/// How a metrics delta falls short of what the client received, or `None`
+/// when it covers it (or the engine does not export the counter).
+///
+/// The counters also see warm-up and probe requests, so they may exceed the
+/// client's totals; only falling short means the scrape missed part of the cell.
+pub fn shortfall(metrics: &CommonMetrics, want: ClientTotals) -> Option<String> {
+    let mut gaps = Vec::new();
+    if let Some(g) = metrics.generation_tokens {
+        if g < want.output_tokens {
+            gaps.push(format!(
+                "generation_tokens delta {g} < {} output tokens received",
+                want.output_tokens
+            ));
+        }
+    }
+    if let Some(f) = metrics.requests_finished {
+        if f < want.finished_requests {
+            gaps.push(format!(
+                "requests_finished delta {f} < {} requests completed",
+                want.finished_requests
+            ));
+        }
+    }
+    (!gaps.is_empty()).then(|| gaps.join(", "))
+}
+
+/// How long the after-cell scrape may wait for the engine's counters.
+#[derive(Debug, Clone, Copy)]
+pub struct Settle {
+    /// Pause before the first re-scrape; it doubles after each.
+    pub first_delay: Duration,
+    /// Give up after this long in all.
+    pub limit: Duration,
+    /// Give up sooner when the counters stopped changing for this long.
+    pub quiet: Duration,
+}
+
+impl Settle {
+    /// The runner's bounds: counters that lag by a scheduling hiccup catch
+    /// up within milliseconds; ones that differ by definition never do, and
+    /// must not cost more than about a second per cell.
+    pub const RUNNER: Settle = Settle {
+        first_delay: Duration::from_millis(20),
+        limit: Duration::from_secs(2),
+        quiet: Duration::from_secs(1),
+    };
+}
+
+/// The after-cell scrape: re-scraped with backoff until the counter deltas
+/// since `before` cover what the client received, the counters stop
+/// changing, or `settle.limit` passes. Returns the last scrape and, when the
+/// counters never caught up, a note saying by how much.
+///
+/// Engines may update their counters a moment after the response that ends
+/// a request has reached the client (llama.cpp answers `/metrics` from a
+/// worker thread while its main loop may still be finishing the slot), so a
+/// single scrape right after the last response can miss the last request.
+pub async fn scrape_settled(
+    endpoint: &Endpoint,
+    engine: EngineKind,
+    before: &Result<Scrape, String>,
+    want: ClientTotals,
+    settle: Settle,
+) -> (Result<Scrape, String>, Option<String>) {
+    let start = tokio::time::Instant::now();
+    let mut delay = settle.first_delay;
+    let mut last: Option<CommonMetrics> = None;
+    let mut last_change = start;
+    loop {
+        let after = scrape(endpoint, engine).await;
+        let (Some(kind), Ok(b), Ok(a)) = (engine.telemetry(), before, &after) else {
+            return (after, None);
+        };
+        let now_metrics = common_from_delta(kind, &prometheus::delta(b, a));
+        let Some(gap) = shortfall(&now_metrics, want) else {
+            return (after, None);
+        };
+        let now = tokio::time::Instant::now();
+        let changed = last.as_ref().is_none_or(|l| {
+            (l.generation_tokens, l.requests_finished)
+                != (now_metrics.generation_tokens, now_metrics.requests_finished)
+        });
+        if changed {
+            last_change = now;
+        }
+        last = Some(now_metrics);
+        let waited = now - start;
+        if waited >= settle.limit || (!changed && now - last_change >= settle.quiet) {
+            return (
+                after,
+                Some(format!(
+                    "engine counters did not cover the cell after {:.1} s: {gap}",
+                    waited.as_secs_f64()
+                )),
+            );
+        }
+        tokio::time::sleep(delay.min(settle.limit - waited)).await;
+        delay = delay.saturating_mul(2);
+    }
 }
 
 /// GPU sampling in the background while a cell runs.
@@ -161,4 +288,163 @@ pub fn assemble(
         }
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::openai::Api;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A llama.cpp-style `/metrics` on 127.0.0.1 whose generated-token counter
+    /// reads `early` for the first `late_after` scrapes and `late` after them,
+    /// like a server that credits the last request after its response went out.
+    async fn lagging_metrics(early: u64, late: u64, late_after: u64) -> (String, Arc<AtomicU64>) {
+        let scrapes = Arc::new(AtomicU64::new(0));
+        let seen = scrapes.clone();
+        let app = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let seen = seen.clone();
+                async move {
+                    let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+                    let v = if n > late_after { late } else { early };
+                    format!(
+                        "# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total {v}\n"
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, scrapes)
+    }
+
+    fn before(tokens: u64) -> Result<Scrape, String> {
+        prometheus::parse(&format!(
+            "# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total {tokens}\n"
+        ))
+        .map_err(|e| e.to_string())
+    }
+
+    fn predicted(s: &Result<Scrape, String>) -> f64 {
+        s.as_ref()
+            .unwrap()
+            .sum("llamacpp:tokens_predicted_total")
+            .unwrap()
+    }
+
+    const FAST: Settle = Settle {
+        first_delay: Duration::from_millis(1),
+        limit: Duration::from_secs(30),
+        quiet: Duration::from_secs(30),
+    };
+
+    const WANT: ClientTotals = ClientTotals {
+        output_tokens: 192.0,
+        finished_requests: 3.0,
+    };
+
+    #[tokio::test]
+    async fn the_after_scrape_waits_for_counters_that_credit_the_last_request_late() {
+        // 1000 before the cell; the first two scrapes after it still miss the
+        // third request's 64 tokens.
+        let (url, scrapes) = lagging_metrics(1128, 1192, 2).await;
+        let ep = Endpoint::new(&url, Api::Chat).unwrap();
+        let (after, note) =
+            scrape_settled(&ep, EngineKind::Llamacpp, &before(1000), WANT, FAST).await;
+        assert_eq!(predicted(&after) - 1000.0, 192.0);
+        assert_eq!(note, None);
+        assert_eq!(scrapes.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn counters_that_cover_the_cell_are_scraped_once() {
+        // More than the client saw (a warm-up request) is coverage too.
+        let (url, scrapes) = lagging_metrics(1208, 1208, 0).await;
+        let ep = Endpoint::new(&url, Api::Chat).unwrap();
+        let (after, note) =
+            scrape_settled(&ep, EngineKind::Llamacpp, &before(1000), WANT, FAST).await;
+        assert_eq!(predicted(&after), 1208.0);
+        assert_eq!(note, None);
+        assert_eq!(scrapes.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn counters_that_never_catch_up_leave_a_note_once_they_stop_changing() {
+        let (url, scrapes) = lagging_metrics(1128, 1128, 0).await;
+        let ep = Endpoint::new(&url, Api::Chat).unwrap();
+        let settle = Settle {
+            quiet: Duration::ZERO,
+            ..FAST
+        };
+        let (after, note) =
+            scrape_settled(&ep, EngineKind::Llamacpp, &before(1000), WANT, settle).await;
+        assert_eq!(predicted(&after), 1128.0);
+        let note = note.expect("a note");
+        assert!(
+            note.contains("generation_tokens delta 128 < 192 output tokens received"),
+            "{note}"
+        );
+        // Unchanged on the second scrape, with no quiet time to wait: done.
+        assert_eq!(scrapes.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn the_wait_is_bounded_even_while_counters_keep_moving() {
+        let (url, scrapes) = lagging_metrics(1100, 1150, 1).await;
+        let ep = Endpoint::new(&url, Api::Chat).unwrap();
+        let settle = Settle {
+            limit: Duration::ZERO,
+            ..FAST
+        };
+        let (after, note) =
+            scrape_settled(&ep, EngineKind::Llamacpp, &before(1000), WANT, settle).await;
+        assert_eq!(predicted(&after), 1100.0);
+        assert!(note.unwrap().contains("100 < 192"));
+        assert_eq!(scrapes.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn without_a_before_scrape_there_is_nothing_to_wait_for() {
+        let (url, scrapes) = lagging_metrics(1128, 1192, 5).await;
+        let ep = Endpoint::new(&url, Api::Chat).unwrap();
+        let (after, note) = scrape_settled(
+            &ep,
+            EngineKind::Llamacpp,
+            &Err("no metrics".into()),
+            WANT,
+            FAST,
+        )
+        .await;
+        assert!(after.is_ok());
+        assert_eq!(note, None);
+        assert_eq!(scrapes.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn shortfall_names_each_counter_below_the_client_and_ignores_absent_ones() {
+        let delta = |text: &str| {
+            common_from_delta(
+                crate::telemetry::EngineKind::Vllm,
+                &prometheus::delta(
+                    &prometheus::parse("").unwrap(),
+                    &prometheus::parse(text).unwrap(),
+                ),
+            )
+        };
+        let both = "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total 192\n# TYPE vllm:request_success_total counter\nvllm:request_success_total 2\n";
+        assert_eq!(
+            shortfall(&delta(both), WANT).as_deref(),
+            Some("requests_finished delta 2 < 3 requests completed")
+        );
+        let tokens_only =
+            "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total 191\n";
+        assert_eq!(
+            shortfall(&delta(tokens_only), WANT).as_deref(),
+            Some("generation_tokens delta 191 < 192 output tokens received")
+        );
+        assert_eq!(shortfall(&delta(""), WANT), None);
+    }
 }

@@ -24,7 +24,8 @@ pub struct CellTelemetry {
     /// Metric deltas over the cell, mapped to common fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<CommonMetrics>,
-    /// Why there are no metrics (endpoint missing, parse error).
+    /// Why there are no metrics (endpoint missing, parse error), or why
+    /// they fall short of the cell (counters that never caught up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_note: Option<String>,
     /// Speculative decoding over the cell.
