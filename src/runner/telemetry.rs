@@ -427,7 +427,7 @@ mod tests {
     fn shortfall_names_each_counter_below_the_client_and_ignores_absent_ones() {
         let delta = |text: &str| {
             common_from_delta(
-                crate::telemetry::EngineKind::Vllm,
+                crate::telemetry::TelemetryEngine::Vllm,
                 &prometheus::delta(
                     &prometheus::parse("").unwrap(),
                     &prometheus::parse(text).unwrap(),
