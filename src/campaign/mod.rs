@@ -342,9 +342,17 @@ pub struct RawRun {
     /// Time between SIGTERM and SIGKILL when stopping a server (default 15s).
     #[serde(default)]
     pub grace_period: Option<Spanned<String>>,
-    /// Measure each cell this many times (default 1).
+    /// Measure each cell this many times (default 1), or `"auto"`: repeat
+    /// until the repetitions agree (see `repetitions_target`).
     #[serde(default)]
-    pub repetitions: Option<Spanned<u32>>,
+    pub repetitions: Option<Spanned<Repetitions>>,
+    /// With `repetitions = "auto"`: the relative width of the 95% interval of
+    /// a point's output throughput over its repetitions that is narrow enough (default `5%`).
+    #[serde(default)]
+    pub repetitions_target: Option<Spanned<String>>,
+    /// With `repetitions = "auto"`: most repetitions per point (default 5).
+    #[serde(default)]
+    pub max_repetitions: Option<Spanned<u32>>,
     /// Start-up time for the ETA, overriding the per-engine prior (sim/llama.cpp ~1 s, vLLM/SGLang ~1 min + weight loading).
     #[serde(default)]
     pub startup_estimate: Option<Spanned<String>>,
@@ -366,6 +374,33 @@ pub struct RawRun {
     /// Write the report files into the results directory at the end of `run` (default true).
     #[serde(default)]
     pub report: Option<bool>,
+}
+
+/// `repetitions`: a count, or `"auto"`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Repetitions {
+    /// Exactly this many.
+    Count(u32),
+    /// Until the repetitions agree, within a cap.
+    Auto,
+}
+
+impl<'de> Deserialize<'de> for Repetitions {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Shape {
+            Count(u32),
+            Word(String),
+        }
+        match Shape::deserialize(d) {
+            Ok(Shape::Count(n)) => Ok(Repetitions::Count(n)),
+            Ok(Shape::Word(w)) if w == "auto" => Ok(Repetitions::Auto),
+            _ => Err(serde::de::Error::custom(
+                "expected a whole number of repetitions or \"auto\"",
+            )),
+        }
+    }
 }
 
 /// The whole campaign file as written.

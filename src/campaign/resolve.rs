@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::{CampaignError, OneOrMany, RawCampaign, RawServer, Source, SpecEntry};
+use super::{CampaignError, OneOrMany, RawCampaign, RawServer, Repetitions, Source, SpecEntry};
 use crate::client::openai::Api;
 use crate::engine::{EngineKind, Speculative};
 use crate::load::schedule::{Arrival, LoadShape};
@@ -217,6 +217,18 @@ impl WorkloadPoint {
             .collect()
     }
 
+    /// The same point at another repetition (its own seed).
+    pub fn with_repetition(&self, repetition: u32) -> WorkloadPoint {
+        let base = self
+            .seed
+            .wrapping_sub(u64::from(self.repetition).wrapping_mul(REPETITION_SEED_STRIDE));
+        WorkloadPoint {
+            seed: repetition_seed(base, repetition),
+            repetition,
+            ..self.clone()
+        }
+    }
+
     /// Total tokens one request occupies (prompt + output).
     pub fn request_tokens(&self) -> u64 {
         self.input_len + self.output_len
@@ -277,6 +289,45 @@ impl Search {
     }
 }
 
+/// Seed offset between repetitions, so each draws other prompts and arrivals.
+const REPETITION_SEED_STRIDE: u64 = 7919;
+
+/// The seed of repetition `repetition` of a point seeded `base`.
+fn repetition_seed(base: u64, repetition: u32) -> u64 {
+    base.wrapping_add(u64::from(repetition).wrapping_mul(REPETITION_SEED_STRIDE))
+}
+
+/// When a point has been repeated enough (`repetitions = "auto"`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Adaptive {
+    /// Narrow enough: the 95% interval's width over its centre.
+    pub target: f64,
+    /// Repetitions before the interval is looked at.
+    pub min: u32,
+}
+
+/// Repetitions measured before an automatic stop is considered.
+pub const MIN_AUTO_REPETITIONS: u32 = 2;
+/// Cap on automatic repetitions unless `max_repetitions` says otherwise.
+pub const DEFAULT_MAX_REPETITIONS: u32 = 5;
+/// Most repetitions a point may have.
+pub const MAX_REPETITIONS: u32 = 1000;
+
+/// `5%` or `0.05` as a share, within (0, 1].
+fn parse_share(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("`{text}` is not a share; write e.g. \"5%\""))?;
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("`{text}` must be above 0% and at most 100%"))
+    }
+}
+
 /// Most warm-up requests a server may be sent before its first cell.
 pub const MAX_SERVER_WARMUP: u32 = 1000;
 
@@ -291,8 +342,10 @@ pub struct RunSettings {
     pub request_timeout: Duration,
     /// SIGTERM → SIGKILL grace.
     pub grace_period: Duration,
-    /// Measurements per cell.
+    /// Measurements per cell (the cap, under `repetitions = "auto"`).
     pub repetitions: u32,
+    /// Under `repetitions = "auto"`: when a point has been repeated enough.
+    pub adaptive: Option<Adaptive>,
     /// Start-up guess for the ETA.
     pub startup_estimate: Duration,
     /// Per-request decode speed guess, tokens/s.
@@ -567,13 +620,40 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         grace_period: duration(src, &raw.run.grace_period, Duration::from_secs(15))?,
         repetitions: match &raw.run.repetitions {
             None => 1,
-            Some(r) if *r.get_ref() == 0 => {
+            Some(r) if *r.get_ref() == Repetitions::Count(0) => {
                 return Err(src.error(
                     r,
                     "repetitions must be at least 1 (omit it to measure each cell once)",
                 ))
             }
-            Some(r) => *r.get_ref(),
+            Some(r) => match *r.get_ref() {
+                Repetitions::Count(n) => n,
+                Repetitions::Auto => match &raw.run.max_repetitions {
+                    None => DEFAULT_MAX_REPETITIONS,
+                    Some(m) if (MIN_AUTO_REPETITIONS..=MAX_REPETITIONS).contains(m.get_ref()) => {
+                        *m.get_ref()
+                    }
+                    Some(m) => {
+                        return Err(src.error(
+                            m,
+                            format!("max_repetitions must be between {MIN_AUTO_REPETITIONS} and {MAX_REPETITIONS}"),
+                        ))
+                    }
+                },
+            },
+        },
+        adaptive: match (&raw.run.repetitions, &raw.run.repetitions_target) {
+            (Some(r), target) if *r.get_ref() == Repetitions::Auto => Some(Adaptive {
+                target: match target {
+                    None => 0.05,
+                    Some(t) => parse_share(t.get_ref()).map_err(|e| src.error(t, e))?,
+                },
+                min: MIN_AUTO_REPETITIONS,
+            }),
+            (_, Some(t)) => {
+                return Err(src.error(t, "repetitions_target applies to `repetitions = \"auto\"`"))
+            }
+            _ => None,
         },
         startup_estimate: duration(
             src,
@@ -1260,7 +1340,7 @@ fn expand_workloads(
                             ignore_eos: w.ignore_eos.unwrap_or(true),
                             shared_prefix: w.shared_prefix.unwrap_or(0),
                             slos: slos.clone(),
-                            seed: w.seed.unwrap_or(0).wrapping_add(repetition as u64 * 7919),
+                            seed: repetition_seed(w.seed.unwrap_or(0), repetition),
                             repetition,
                         });
                     }

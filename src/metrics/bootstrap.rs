@@ -59,3 +59,42 @@ pub fn median(v: &[f64]) -> f64 {
     s.sort_by(f64::total_cmp);
     percentile(&s, 50.0)
 }
+
+/// Whether a point's repetitions agree: the 95% bootstrap interval of the
+/// median of `values` (one per repetition, as the report computes it) is at
+/// most `target` of the median wide. Returns the sentence saying so.
+pub fn repetitions_agree(values: &[f64], target: f64) -> Option<String> {
+    if values.len() < 2 || values.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let centre = median(values);
+    if centre <= 0.0 {
+        return None;
+    }
+    let mut rng = SplitMix::new(0x5eed);
+    let (low, high) = bootstrap(values, &mut rng, median);
+    let width = (high - low) / centre;
+    (width <= target).then(|| {
+        format!(
+            "{} repetitions agree: output throughput median {centre:.1} tok/s, 95% bootstrap interval [{low:.1}, {high:.1}], {:.1}% wide (target {:.1}%)",
+            values.len(),
+            width * 100.0,
+            target * 100.0
+        )
+    })
+}
+
+#[cfg(test)]
+mod agreement_tests {
+    use super::repetitions_agree;
+
+    #[test]
+    fn close_repetitions_agree_and_spread_ones_do_not() {
+        let ok = repetitions_agree(&[100.0, 102.0], 0.05).unwrap();
+        assert!(ok.contains("2 repetitions agree") && ok.contains("target 5.0%"), "{ok}");
+        assert!(repetitions_agree(&[100.0, 120.0], 0.05).is_none());
+        assert!(repetitions_agree(&[100.0, 110.0, 90.0, 105.0, 95.0], 0.05).is_none());
+        assert!(repetitions_agree(&[100.0], 0.5).is_none(), "one value is no interval");
+        assert!(repetitions_agree(&[0.0, 0.0], 0.5).is_none());
+    }
+}

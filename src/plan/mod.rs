@@ -35,6 +35,8 @@ pub enum Verdict {
     Stale,
     /// Cannot run; the reason says why.
     Skip(String),
+    /// A later repetition not needed: the earlier ones agree (`repetitions = "auto"`).
+    Enough(String),
 }
 
 impl Verdict {
@@ -50,6 +52,7 @@ impl Verdict {
             Verdict::Cached => "cached".into(),
             Verdict::Stale => "stale".into(),
             Verdict::Skip(r) => format!("skip: {r}"),
+            Verdict::Enough(r) => format!("not needed: {r}"),
         }
     }
 }
@@ -237,7 +240,21 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 feasibility::check(c, s, w, &command, memory.as_ref(), model_info.as_ref());
             let verdict = match skip {
                 Some(reason) => Verdict::Skip(reason),
-                None => stored_verdict(index, &identity, &s.id, &name, opts),
+                None => match stored_verdict(index, &identity, &s.id, &name, opts) {
+                    v @ (Verdict::Run | Verdict::Stale) if !opts.force => {
+                        match enough_repetitions(c, w, |p| {
+                            let id = cell_identity(&c.engine, &c.model, digest.as_deref(), s, p);
+                            let stored = index.by_identity.get(&id)?;
+                            matches!(stored.status, CellStatus::Ok | CellStatus::Partial)
+                                .then(|| stored.summary.as_ref().map(|m| m.output_throughput_tok_s))
+                                .flatten()
+                        }) {
+                            Some(why) => Verdict::Enough(why),
+                            None => v,
+                        }
+                    }
+                    v => v,
+                },
             };
             cells.push(PlannedCell {
                 eta_s: 0.0,
@@ -389,6 +406,24 @@ pub fn describe_outcome(spec: &SearchSpec, o: &Outcome) -> String {
             format!("already the minimum, {} {fail}, misses a bound", spec.axis)
         }
     }
+}
+
+/// Whether repetition `w.repetition` of a point is not needed: under
+/// `repetitions = "auto"`, once the earlier repetitions (their output
+/// throughput from `throughput_of`) agree within the target.
+pub fn enough_repetitions(
+    c: &Campaign,
+    w: &WorkloadPoint,
+    mut throughput_of: impl FnMut(&WorkloadPoint) -> Option<f64>,
+) -> Option<String> {
+    let a = c.run.adaptive?;
+    if w.repetition < a.min {
+        return None;
+    }
+    let values = (0..w.repetition)
+        .map(|j| throughput_of(&w.with_repetition(j)))
+        .collect::<Option<Vec<f64>>>()?;
+    crate::metrics::bootstrap::repetitions_agree(&values, a.target)
 }
 
 /// What planning a search needs besides the search and its server.
@@ -694,6 +729,7 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
                         Verdict::Cached => "cached",
                         Verdict::Stale => "stale",
                         Verdict::Skip(_) => "skip",
+                        Verdict::Enough(_) => "not needed",
                     })
                     .or_default() += 1;
                 let mut verdict = c.verdict.label();

@@ -33,7 +33,7 @@ use crate::load::live::LiveView;
 use crate::load::workloads::{build_source, length_warnings, Prompts, SourceSpec};
 use crate::metrics::level::{summarize, LevelSummary};
 use crate::plan::{self, PlanOptions, PlannedCell, ServerGroup, Verdict};
-use crate::store::identity::METHOD_VERSION;
+use crate::store::identity::{cell_identity, model_config_digest, METHOD_VERSION};
 use crate::store::{CellResult, CellStatus, ServerRun, Store, CELL_SCHEMA_VERSION};
 use crate::util::proc;
 use crate::util::shell::shell_words;
@@ -396,6 +396,7 @@ async fn run_group(
         .cloned()
         .collect();
     let mut searches = search::GroupSearches::new(c, g, store);
+    let digest = model_config_digest(&c.model);
     // Past the fixed cells, each search adds its next probe as a cell.
     let more = |cells: &mut Vec<PlannedCell>, searches: &mut search::GroupSearches| match searches
         .next_cell(slot.leaders, |w| slot.eta.cell_s(&g.server.id, w))
@@ -452,6 +453,18 @@ async fn run_group(
             let cell = &cells[i];
             if cancel.is_cancelled() {
                 break 'launches;
+            }
+            if let Some(why) = plan::enough_repetitions(c, &cell.workload, |p| {
+                let id = cell_identity(&c.engine, &c.model, digest.as_deref(), &g.server, p);
+                let r = store.read(&g.server.id, &p.cell_name()).filter(|r| r.identity == id)?;
+                matches!(r.status, CellStatus::Ok | CellStatus::Partial)
+                    .then(|| r.summary.as_ref().map(|s| s.output_throughput_tok_s))
+                    .flatten()
+            }) {
+                eprintln!("   [{}] {}: not needed: {why}", g.server.id, cell.name);
+                slot.eta.finished(&g.server.id, &cell.name, 0.0, None);
+                i += 1;
+                continue;
             }
             let mut r = base_result(c, g, cell);
             r.server_run = Some(running.run.clone());
