@@ -91,10 +91,16 @@ mod agreement_tests {
     #[test]
     fn close_repetitions_agree_and_spread_ones_do_not() {
         let ok = repetitions_agree(&[100.0, 102.0], 0.05).unwrap();
-        assert!(ok.contains("2 repetitions agree") && ok.contains("target 5.0%"), "{ok}");
+        assert!(
+            ok.contains("2 repetitions agree") && ok.contains("target 5.0%"),
+            "{ok}"
+        );
         assert!(repetitions_agree(&[100.0, 120.0], 0.05).is_none());
         assert!(repetitions_agree(&[100.0, 110.0, 90.0, 105.0, 95.0], 0.05).is_none());
-        assert!(repetitions_agree(&[100.0], 0.5).is_none(), "one value is no interval");
+        assert!(
+            repetitions_agree(&[100.0], 0.5).is_none(),
+            "one value is no interval"
+        );
         assert!(repetitions_agree(&[0.0, 0.0], 0.5).is_none());
     }
 }

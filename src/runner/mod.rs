@@ -456,7 +456,9 @@ async fn run_group(
             }
             if let Some(why) = plan::enough_repetitions(c, &cell.workload, |p| {
                 let id = cell_identity(&c.engine, &c.model, digest.as_deref(), &g.server, p);
-                let r = store.read(&g.server.id, &p.cell_name()).filter(|r| r.identity == id)?;
+                let r = store
+                    .read(&g.server.id, &p.cell_name())
+                    .filter(|r| r.identity == id)?;
                 matches!(r.status, CellStatus::Ok | CellStatus::Partial)
                     .then(|| r.summary.as_ref().map(|s| s.output_throughput_tok_s))
                     .flatten()
