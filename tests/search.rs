@@ -74,11 +74,7 @@ fn a_search_stores_a_proved_boundary_and_a_rerun_measures_nothing() {
         .collect();
     // Doubling, bisection and a confirmation below the bracket: far fewer
     // probes than the 32 grid points.
-    assert!(
-        fast.len() >= 3 && fast.len() <= 16,
-        "{} probes",
-        fast.len()
-    );
+    assert!(fast.len() >= 3 && fast.len() <= 16, "{} probes", fast.len());
     let loads: Vec<u64> = fast.iter().map(|c| concurrency(c)).collect();
     for l in [1, 2, 4] {
         assert!(loads.contains(&l), "doubling from 1 probes {l}: {loads:?}");
@@ -205,4 +201,67 @@ fn a_search_beside_fixed_levels_is_refused_at_its_line() {
     let (code, _, stderr) = run(&["plan", c.to_str().unwrap()]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("names no statistic"), "{stderr}");
+}
+
+/// `repetitions = "auto"`: a point is repeated until its repetitions'
+/// output throughput agrees within the target, never past the cap.
+#[test]
+fn automatic_repetitions_stop_when_they_agree_and_go_on_when_they_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |target: &str| {
+        let text = format!(
+            r#"
+[campaign]
+name = "r"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+[[server]]
+id = "a"
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 16
+concurrency = 2
+num_requests = 8
+[run]
+repetitions = "auto"
+repetitions_target = "{target}"
+max_repetitions = 4
+"#
+        );
+        let p = dir.path().join("r.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    // Two runs of one simulated point agree within 90% on any machine.
+    let c = write("90%");
+    let (code, _, stderr) = run(&["run", c.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let root = dir.path().join("results/r");
+    let names: Vec<String> = cells(&root).keys().cloned().collect();
+    assert_eq!(
+        names,
+        ["a/w-in64-out16-c2", "a/w-in64-out16-c2-rep1"],
+        "{stderr}"
+    );
+    assert!(stderr.contains("2 repetitions agree"), "{stderr}");
+    let (_, plan, _) = run(&["plan", c.to_str().unwrap()]);
+    assert!(plan.contains("not needed: 2 repetitions agree"), "{plan}");
+
+    // No two measurements agree within a millionth: every repetition up to the cap runs.
+    let c = write("0.0001%");
+    let (code, _, stderr) = run(&["run", c.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(cells(&root).len(), 4, "{stderr}");
+
+    let c = write("five percent");
+    let (code, _, stderr) = run(&["plan", c.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("r.toml:19:") && stderr.contains("is not a share"),
+        "{stderr}"
+    );
 }

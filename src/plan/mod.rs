@@ -420,9 +420,14 @@ pub fn enough_repetitions(
     if w.repetition < a.min {
         return None;
     }
-    let values = (0..w.repetition)
-        .map(|j| throughput_of(&w.with_repetition(j)))
-        .collect::<Option<Vec<f64>>>()?;
+    // The repetitions measured so far: an earlier one found not needed is
+    // missing, and what came before it decided that.
+    let values: Vec<f64> = (0..w.repetition)
+        .map_while(|j| throughput_of(&w.with_repetition(j)))
+        .collect();
+    if values.len() < a.min as usize {
+        return None;
+    }
     crate::metrics::bootstrap::repetitions_agree(&values, a.target)
 }
 
