@@ -115,6 +115,41 @@ fn a_search_stores_a_proved_boundary_and_a_rerun_measures_nothing() {
             assert!(tpot_p50(v) <= 25.0, "probe {l} below the boundary missed");
         }
     }
+    // The chart of the bound marks each config's boundary on its own line.
+    let chart = r["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["title"] == "search w-in64-out24: tpot_p50 at each probe")
+        .unwrap_or_else(|| panic!("no search chart: {}", r["charts"]));
+    let series = |name: &str| {
+        chart["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let marker = series("boundary");
+    let i = marker["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|l| l == "fast")
+        .unwrap();
+    assert_eq!(
+        marker["points"][i][0].as_f64(),
+        Some(pass as f64),
+        "{marker}"
+    );
+    assert_eq!(
+        marker["points"][i][1].as_f64(),
+        Some(tpot_p50(at(pass))),
+        "{marker}"
+    );
+    assert_eq!(series("bound tpot_p50=25ms")["points"][0][1], 25.0);
+
     // The pick is the config with the higher throughput per GPU at its boundary.
     let pick = &r["search_picks"][0];
     let best = r["searches"]

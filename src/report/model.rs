@@ -599,7 +599,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         })
         .collect();
     let turns = turn_rows(&cells);
-    let charts = charts(
+    let mut charts = charts(
         &servers,
         &color,
         &points,
@@ -609,6 +609,11 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         baseline.as_deref(),
         &mut notes,
     );
+    charts.extend(super::search::charts(
+        meta.map(|m| m.searches.as_slice()).unwrap_or_default(),
+        &searches,
+        &color,
+    ));
     Report {
         schema_version: REPORT_SCHEMA_VERSION,
         campaign: meta.map(|m| m.name.clone()).unwrap_or_else(|| {

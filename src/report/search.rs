@@ -7,7 +7,11 @@
 //! `plan` agree on what a search found; a config that `run` stopped early
 //! is recognised by the same rule `run` applied.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
+
+use super::charts::{Chart, ChartKind, ChartSection, Series, SeriesStyle};
 
 use super::model::gpus_of;
 use crate::campaign::resolve::Search;
@@ -40,6 +44,20 @@ pub struct SearchRow {
     pub per_gpu: Option<Throughput>,
     /// Why the search is not over, or how it ended early.
     pub note: Option<String>,
+    /// Every probe on the search's path, by load.
+    pub probe_points: Vec<ProbePoint>,
+}
+
+/// One probe of a search: its load, whether it passed, and the value of
+/// each bound's statistic (in the order of `bounds`; none when unmeasured).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbePoint {
+    /// The probe's load.
+    pub load: f64,
+    /// Whether every bound held.
+    pub passed: bool,
+    /// Each bound's measured value, ms.
+    pub values: Vec<Option<f64>>,
 }
 
 /// The config to deploy for one search.
@@ -132,6 +150,21 @@ pub fn build(
                 missed,
                 probes: probed.len(),
                 note,
+                probe_points: probed
+                    .iter()
+                    .map(|(&k, &passed)| ProbePoint {
+                        load: spec.level(k),
+                        passed,
+                        values: spec
+                            .bounds
+                            .iter()
+                            .map(|b| {
+                                let c = probe_cell(k)?;
+                                b.value(&ProbeFacts::from(c.summary.as_ref()?))
+                            })
+                            .collect(),
+                    })
+                    .collect(),
             });
         }
         // The leader: the highest throughput per GPU at a finished boundary.
@@ -223,3 +256,77 @@ pub fn boundary_text(r: &SearchRow) -> String {
         _ => "-".to_string(),
     }
 }
+
+/// One chart per search and bound: the bound's statistic at every probe of
+/// each config, the bound as a dashed line, and each config's boundary as a
+/// marker on its own line.
+pub fn charts(searches: &[Search], rows: &[SearchRow], color: &HashMap<&str, usize>) -> Vec<Chart> {
+    let mut out = Vec::new();
+    for search in searches {
+        let name = search.name();
+        let mine: Vec<&SearchRow> = rows.iter().filter(|r| r.search == name).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let (lo, hi) = mine
+            .iter()
+            .flat_map(|r| r.probe_points.iter().map(|p| p.load))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), l| {
+                (a.min(l), b.max(l))
+            });
+        for (i, bound) in search.spec.bounds.iter().enumerate() {
+            let mut series = Vec::new();
+            let mut boundaries = Vec::new();
+            for r in &mine {
+                let points: Vec<(f64, f64)> = r
+                    .probe_points
+                    .iter()
+                    .filter_map(|p| Some((p.load, p.values.get(i).copied().flatten()?)))
+                    .collect();
+                if let Some(b) = r.boundary {
+                    if let Some(&pt) = points.iter().find(|(l, _)| *l == b) {
+                        boundaries.push((pt, r.server_id.clone()));
+                    }
+                }
+                series.push(Series {
+                    name: r.server_id.clone(),
+                    color: color.get(r.server_id.as_str()).copied().unwrap_or(0),
+                    style: SeriesStyle::Line,
+                    points,
+                    labels: Vec::new(),
+                });
+            }
+            series.push(Series {
+                name: format!("bound {bound}"),
+                color: BOUND_COLOR,
+                style: SeriesStyle::Dashed,
+                points: vec![(lo, bound.limit_ms), (hi, bound.limit_ms)],
+                labels: Vec::new(),
+            });
+            series.push(Series {
+                name: "boundary".to_string(),
+                color: BOUND_COLOR,
+                style: SeriesStyle::Markers,
+                points: boundaries.iter().map(|(p, _)| *p).collect(),
+                labels: boundaries.iter().map(|(_, s)| s.clone()).collect(),
+            });
+            out.push(Chart {
+                section: ChartSection::Throughput,
+                title: format!("search {name}: {} at each probe", bound.key()),
+                x_label: match search.spec.axis {
+                    crate::search::Axis::Concurrency => "concurrency".to_string(),
+                    crate::search::Axis::Rate => "request rate (req/s)".to_string(),
+                },
+                y_label: format!("{} (ms)", bound.key()),
+                kind: ChartKind::Line {
+                    log_x: hi / lo.max(f64::MIN_POSITIVE) >= 8.0,
+                },
+                series,
+            });
+        }
+    }
+    out
+}
+
+/// Colour slot of bound lines and boundary markers: past the servers' slots.
+const BOUND_COLOR: usize = 9;
