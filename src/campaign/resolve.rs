@@ -1302,47 +1302,33 @@ fn expand_workloads(
         }
         for &input_len in &inputs {
             for &output_len in &outputs {
+                let point = |load: LoadShape, repetition: u32| WorkloadPoint {
+                    workload: name.clone(),
+                    api: w.api.unwrap_or(Api::Completions),
+                    source: source.clone(),
+                    input_len,
+                    output_len,
+                    load,
+                    num_requests: w.num_requests,
+                    duration_s,
+                    warmup: w.warmup.unwrap_or(0),
+                    ignore_eos: w.ignore_eos.unwrap_or(true),
+                    shared_prefix: w.shared_prefix.unwrap_or(0),
+                    slos: slos.clone(),
+                    seed: repetition_seed(w.seed.unwrap_or(0), repetition),
+                    repetition,
+                };
                 if let Some(spec) = &search {
                     // The extremes were only checked above; probes start at `min`.
                     searches.push(Search {
-                        base: WorkloadPoint {
-                            workload: name.clone(),
-                            api: w.api.unwrap_or(Api::Completions),
-                            source: source.clone(),
-                            input_len,
-                            output_len,
-                            load: loads[0],
-                            num_requests: w.num_requests,
-                            duration_s,
-                            warmup: w.warmup.unwrap_or(0),
-                            ignore_eos: w.ignore_eos.unwrap_or(true),
-                            shared_prefix: w.shared_prefix.unwrap_or(0),
-                            slos: slos.clone(),
-                            seed: w.seed.unwrap_or(0),
-                            repetition: 0,
-                        },
+                        base: point(loads[0], 0),
                         spec: spec.clone(),
                     });
                     continue;
                 }
                 for load in &loads {
                     for repetition in 0..repetitions {
-                        out.push(WorkloadPoint {
-                            workload: name.clone(),
-                            api: w.api.unwrap_or(Api::Completions),
-                            source: source.clone(),
-                            input_len,
-                            output_len,
-                            load: *load,
-                            num_requests: w.num_requests,
-                            duration_s,
-                            warmup: w.warmup.unwrap_or(0),
-                            ignore_eos: w.ignore_eos.unwrap_or(true),
-                            shared_prefix: w.shared_prefix.unwrap_or(0),
-                            slos: slos.clone(),
-                            seed: repetition_seed(w.seed.unwrap_or(0), repetition),
-                            repetition,
-                        });
+                        out.push(point(*load, repetition));
                     }
                 }
             }
@@ -1363,6 +1349,41 @@ mod tests {
 
     const HEAD: &str = "[campaign]\nname = \"t\"\n[model]\npath = \"m\"\n[engine]\nkind = \"sglang\"\nargs = [\"--trust-remote-code\"]\n";
     const WL: &str = "[[workload]]\nname = \"w\"\nconcurrency = [1, 4]\noutput_len = [256, 1024]\nnum_requests = 8\n";
+
+    #[test]
+    fn a_search_is_one_point_per_length_and_its_probes_differ_only_in_load() {
+        let text = format!(
+            "{HEAD}[[workload]]\nname = \"s\"\noutput_len = [64, 128]\nnum_requests = 8\nsearch = {{ slo = \"tpot_p50=30ms\", over = \"concurrency\", min = 2, max = 64, step = 2 }}\n"
+        );
+        let c = campaign(&text).unwrap();
+        assert!(c.workloads.is_empty());
+        let names: Vec<String> = c.searches.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["s-in128-out64", "s-in128-out128"]);
+        let s = &c.searches[0];
+        let p = s.probe(3);
+        assert_eq!(p.load, LoadShape::Concurrency { value: 8 });
+        assert_eq!(p.cell_name(), "s-in128-out64-c8");
+        assert_eq!(s.index_of(&p), Some(3));
+        // A point of another search (other output length) is not a probe of this one.
+        assert_eq!(s.index_of(&c.searches[1].probe(3)), None);
+    }
+
+    #[test]
+    fn another_repetition_of_a_point_is_the_point_that_repetition_expands_to() {
+        let c = campaign(&format!("{HEAD}[run]\nrepetitions = 3\n{WL}")).unwrap();
+        let reps: Vec<&WorkloadPoint> = c
+            .workloads
+            .iter()
+            .filter(|w| w.load == c.workloads[0].load && w.output_len == c.workloads[0].output_len)
+            .collect();
+        assert_eq!(reps.len(), 3);
+        for a in &reps {
+            for b in &reps {
+                assert_eq!(a.with_repetition(b.repetition), **b);
+            }
+        }
+        assert_ne!(reps[0].seed, reps[1].seed);
+    }
 
     #[test]
     fn matrix_expands_the_product_and_budgets_skip_autoregressive() {

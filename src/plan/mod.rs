@@ -663,8 +663,13 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
     for g in &plan.groups {
         let eta = g.eta_s();
         total += eta;
+        let searches = match g.searches.len() {
+            0 => String::new(),
+            1 => ", 1 search".to_string(),
+            n => format!(", {n} searches"),
+        };
         out.push_str(&format!(
-            "server {} (tp={}, {}): {} cells, ETA {}\n",
+            "server {} (tp={}, {}): {} cells{searches}, ETA {}\n",
             g.server.id,
             g.server.tp,
             g.server.method_name(),
