@@ -80,7 +80,7 @@ use servebench::load::driver::LevelRun;
 use servebench::load::schedule::{Arrival, ArrivalClock, LoadShape};
 use servebench::metrics::level::{summarize, LevelSummary};
 use servebench::search::{
-    cannot_win, next_step, parse_bounds, Axis, Outcome, ProbeFacts, SearchSpec, Step, Throughput,
+    cannot_win, next_step, parse_bounds, Axis, LevelFacts, Outcome, SearchSpec, Step, Throughput,
 };
 use servebench::sim::model::{draw_accepted, prefill_ms, step_ms};
 use servebench::sim::SimConfig;
@@ -417,7 +417,7 @@ impl Grid {
             v.map_or(f64::NAN, |s| if p99 { s.p99 } else { s.p50 })
         };
         Cell {
-            passed: self.spec.judge(&ProbeFacts::from(&s)).passed(),
+            passed: self.spec.judge(&LevelFacts::from(&s)).passed(),
             thr: Throughput::of(&s, srv.gpus, mix(seed, 2)),
             seconds: s.duration_s,
             request_seconds,

@@ -458,7 +458,7 @@ fn plan_search(
             return None;
         }
         let stored = cx.index.by_identity.get(&identity)?;
-        let facts = stored.summary.as_ref().map(|m| m.probe_facts());
+        let facts = stored.summary.clone();
         Some(probe_verdict(spec, stored.status, facts.as_ref(), stored.failure.as_ref()).passed())
     });
     // Feasibility is the same at every load of a point (context, memory per

@@ -16,7 +16,7 @@ use super::charts::{Chart, ChartKind, ChartSection, Series, SeriesStyle};
 use super::model::gpus_of;
 use crate::campaign::resolve::Search;
 use crate::metrics::level::LevelSummary;
-use crate::search::{self, cannot_win, Outcome, ProbeFacts, Step, Throughput, INTERVAL_SEED};
+use crate::search::{self, cannot_win, LevelFacts, Outcome, Step, Throughput, INTERVAL_SEED};
 use crate::store::{probe_verdict, CellResult};
 
 /// One search on one server config.
@@ -95,7 +95,7 @@ pub fn build(
                     .find(|c| &c.server_id == server && c.workload == w && c.status.is_measured())
             };
             let verdict = |c: &CellResult| {
-                let facts = c.summary.as_ref().map(ProbeFacts::from);
+                let facts = c.summary.as_ref().map(LevelFacts::from);
                 probe_verdict(spec, c.status, facts.as_ref(), c.failure.as_ref())
             };
             let (probed, step) =
@@ -160,7 +160,7 @@ pub fn build(
                             .iter()
                             .map(|b| {
                                 let c = probe_cell(k)?;
-                                b.value(&ProbeFacts::from(c.summary.as_ref()?))
+                                b.value(&LevelFacts::from(c.summary.as_ref()?))
                             })
                             .collect(),
                     })

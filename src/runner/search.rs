@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use crate::campaign::{Campaign, WorkloadPoint};
 use crate::plan::{PlannedCell, PlannedSearch, ServerGroup, Verdict};
-use crate::search::{self, cannot_win, ProbeFacts, Step, Throughput, INTERVAL_SEED};
+use crate::search::{self, cannot_win, LevelFacts, Step, Throughput, INTERVAL_SEED};
 use crate::store::identity::{cell_identity, model_config_digest};
 use crate::store::{probe_verdict, CellResult, Store};
 
@@ -236,7 +236,7 @@ impl<'a> GroupSearches<'a> {
         let Some((r, k)) = self.pending.remove(&cell.identity) else {
             return;
         };
-        let facts = cell.summary.as_ref().map(ProbeFacts::from);
+        let facts = cell.summary.as_ref().map(LevelFacts::from);
         let verdict = probe_verdict(
             &self.runs[r].planned.spec,
             cell.status,

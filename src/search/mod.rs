@@ -103,7 +103,7 @@ impl Bound {
     }
 
     /// The measured value this bound limits, if the probe has it.
-    pub fn value(&self, s: &ProbeFacts) -> Option<f64> {
+    pub fn value(&self, s: &LevelFacts) -> Option<f64> {
         let stats: &Option<Stats> = match self.metric {
             Metric::Ttft => &s.ttft_ms,
             Metric::Tpot => &s.tpot_ms,
@@ -140,10 +140,17 @@ fn trim(v: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// What judging a probe needs of its measured level: request counts and the
-/// latency distributions, read from a full summary or from a stored cell.
+/// What planning and judging need of a measured level: its wall time,
+/// request counts, output throughput and latency distributions, read from a
+/// full summary or from a stored cell (whose request records it skips).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProbeFacts {
+pub struct LevelFacts {
+    /// Level wall time, s.
+    #[serde(default)]
+    pub duration_s: f64,
+    /// Output tokens per second of the level.
+    #[serde(default)]
+    pub output_throughput_tok_s: f64,
     /// Requests that completed.
     #[serde(default)]
     pub completed: usize,
@@ -164,9 +171,11 @@ pub struct ProbeFacts {
     pub e2e_ms: Option<Stats>,
 }
 
-impl From<&LevelSummary> for ProbeFacts {
+impl From<&LevelSummary> for LevelFacts {
     fn from(s: &LevelSummary) -> Self {
-        ProbeFacts {
+        LevelFacts {
+            duration_s: s.duration_s,
+            output_throughput_tok_s: s.output_throughput_tok_s,
             completed: s.completed,
             failed: s.failed,
             ttft_ms: s.latency.ttft_ms,
@@ -330,7 +339,7 @@ impl SearchSpec {
     }
 
     /// Whether a probe meets every bound; the reasons it does not.
-    pub fn judge(&self, s: &ProbeFacts) -> Verdict {
+    pub fn judge(&self, s: &LevelFacts) -> Verdict {
         let mut missed = Vec::new();
         if s.completed == 0 {
             missed.push("no request completed".to_string());
@@ -781,13 +790,14 @@ mod tests {
             p99,
             max: p99,
         };
-        let mut f = ProbeFacts {
+        let mut f = LevelFacts {
             completed: 10,
             failed: 0,
             ttft_ms: Some(stats(200.0, 900.0)),
             tpot_ms: Some(stats(29.0, 60.0)),
             itl_ms: None,
             e2e_ms: None,
+            ..LevelFacts::default()
         };
         assert!(s.judge(&f).passed());
         f.ttft_ms = Some(stats(200.0, 1200.0));

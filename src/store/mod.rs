@@ -20,8 +20,7 @@ use crate::campaign::resolve::{EngineSpec, ModelSpec};
 use crate::campaign::{ServerConfig, WorkloadPoint};
 use crate::failure::Failure;
 use crate::metrics::level::LevelSummary;
-use crate::metrics::stats::Stats;
-use crate::search::{self, ProbeFacts, SearchSpec};
+use crate::search::{self, LevelFacts, SearchSpec};
 use crate::util::fsx;
 
 /// Version of the cell result layout.
@@ -158,9 +157,9 @@ pub struct StoredCell {
     /// Start-up time of its server.
     #[serde(default)]
     pub server_run: Option<ServerRunLite>,
-    /// Wall time of the measured level, s.
+    /// The measured level's time, counts, throughput and latencies.
     #[serde(default)]
-    pub summary: Option<SummaryLite>,
+    pub summary: Option<LevelFacts>,
     /// What the engine reported at start-up.
     #[serde(default)]
     pub telemetry: Option<TelemetryLite>,
@@ -219,51 +218,6 @@ impl ServerRunLite {
     }
 }
 
-/// Duration and the latency distributions of a stored cell's level.
-///
-/// The fields are listed, not flattened: flattening would buffer the raw
-/// request records of every stored cell while the index is read.
-#[derive(Debug, Clone, Deserialize)]
-pub struct SummaryLite {
-    /// Level wall time, s.
-    pub duration_s: f64,
-    /// Requests that completed.
-    #[serde(default)]
-    pub completed: usize,
-    /// Requests that failed.
-    #[serde(default)]
-    pub failed: usize,
-    /// Output tokens per second of the level.
-    #[serde(default)]
-    pub output_throughput_tok_s: f64,
-    /// Time to first token, ms.
-    #[serde(default)]
-    pub ttft_ms: Option<Stats>,
-    /// Time per output token, ms.
-    #[serde(default)]
-    pub tpot_ms: Option<Stats>,
-    /// Inter-token latency, ms.
-    #[serde(default)]
-    pub itl_ms: Option<Stats>,
-    /// End-to-end latency, ms.
-    #[serde(default)]
-    pub e2e_ms: Option<Stats>,
-}
-
-impl SummaryLite {
-    /// What a search judges of this level.
-    pub fn probe_facts(&self) -> ProbeFacts {
-        ProbeFacts {
-            completed: self.completed,
-            failed: self.failed,
-            ttft_ms: self.ttft_ms,
-            tpot_ms: self.tpot_ms,
-            itl_ms: self.itl_ms,
-            e2e_ms: self.e2e_ms,
-        }
-    }
-}
-
 /// A search probe's verdict from its stored status, measurements and failure.
 ///
 /// Only a cell whose numbers can be trusted is judged against the bounds; a
@@ -272,7 +226,7 @@ impl SummaryLite {
 pub fn probe_verdict(
     spec: &SearchSpec,
     status: CellStatus,
-    facts: Option<&ProbeFacts>,
+    facts: Option<&LevelFacts>,
     failure: Option<&Failure>,
 ) -> search::Verdict {
     match (status, facts) {
