@@ -16,14 +16,14 @@ use tokio_util::sync::CancellationToken;
 use crate::cli::BenchArgs;
 use crate::client::openai::Api;
 use crate::client::Endpoint;
-use crate::load::driver::{run_level, HttpExecutor, LevelPlan, StopCondition};
-use crate::load::live::LiveView;
+use crate::load::driver::{HttpExecutor, LevelPlan, StopCondition};
 use crate::load::schedule::LoadShape;
-use crate::load::workloads::{build_source, length_warnings, Prompts, SourceSpec};
-use crate::metrics::level::{summarize, LevelSummary};
+use crate::load::workloads::{Prompts, SourceSpec};
+use crate::metrics::level::LevelSummary;
+use crate::runner::measure::{measure_level, LevelJob};
 use crate::ui::table;
+use crate::util::fsx;
 use crate::util::units::{parse_duration, parse_list, parse_slo, Slo};
-use crate::util::{fsx, proc};
 
 /// Version of the bench result file layout.
 pub const BENCH_SCHEMA_VERSION: u32 = 1;
@@ -302,7 +302,6 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
         endpoint: endpoint.clone(),
         request_timeout: r.request_timeout,
     });
-    let threads = tokio::runtime::Handle::current().metrics().num_workers();
     let mut levels = Vec::new();
     for (i, shape) in r.shapes.iter().enumerate() {
         if cancel.is_cancelled() {
@@ -320,48 +319,22 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
             count: stop.max_requests.map(|n| n.saturating_add(args.warmup)),
             probe_timeout: r.request_timeout.min(std::time::Duration::from_secs(60)),
         };
-        let built = std::time::Instant::now();
-        let (source, info) = build_source(&spec, &endpoint)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot build the requests: {e}"))?;
-        let took = built.elapsed().as_secs_f64();
-        if took > 2.0 {
-            eprintln!(
-                "built the requests in {took:.1} s, counting with {}; --tokenizer tokenizer.json builds them faster",
-                info.counter
-            );
-        }
-        let live = Arc::new(LiveView::default());
-        let label = format!("[{}/{}] {shape}", i + 1, r.shapes.len());
-        let progress = crate::ui::LevelProgress::start(
-            label.clone(),
-            stop.max_requests,
-            stop.max_duration,
-            live.clone(),
-        );
-        let cpu0 = proc::cpu_seconds();
-        let run = run_level(
-            LevelPlan {
+        let job = LevelJob {
+            source: spec,
+            plan: LevelPlan {
                 shape: *shape,
                 stop,
                 warmup: args.warmup,
                 seed: args.seed.wrapping_add(i as u64),
             },
-            executor.clone(),
-            source,
-            live,
-            cancel.clone(),
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!(e))?;
-        let cpu = proc::cpu_seconds() - cpu0;
-        progress.finish().await;
-        let mut summary = summarize(*shape, run, &r.slos, cpu, threads);
-        summary
-            .client
-            .warnings
-            .extend(length_warnings(&summary.requests, info.exact));
-        summary.source = Some(info);
+            slos: &r.slos,
+            label: format!("[{}/{}] {shape}", i + 1, r.shapes.len()),
+            campaign: None,
+        };
+        let label = job.label.clone();
+        let mut summary = measure_level(&endpoint, executor.clone(), job, &cancel)
+            .await
+            .map_err(|e| anyhow::anyhow!(e))?;
         summary.suspicious = crate::metrics::judge::suspicions(&summary.requests, args.ignore_eos);
         eprintln!("{}", level_line(&label, &summary));
         for w in &summary.client.warnings {

@@ -10,6 +10,7 @@
 
 pub mod eta;
 pub mod lock;
+pub mod measure;
 pub mod parallel;
 pub mod search;
 pub mod slurm;
@@ -28,16 +29,15 @@ use crate::client::Endpoint;
 use crate::engine::EngineKind;
 use crate::failure::{Failure, FailureClass};
 use crate::launcher::{wait_healthy, ServerHandle};
-use crate::load::driver::{run_level, HttpExecutor, LevelPlan, StopCondition};
-use crate::load::live::LiveView;
-use crate::load::workloads::{build_source, length_warnings, Prompts, SourceSpec};
-use crate::metrics::level::{summarize, LevelSummary};
+use crate::load::driver::{HttpExecutor, LevelPlan, StopCondition};
+use crate::load::workloads::{Prompts, SourceSpec};
+use crate::metrics::level::LevelSummary;
 use crate::plan::{self, PlanOptions, PlannedCell, ServerGroup, Verdict};
 use crate::store::identity::{cell_identity, model_config_digest, METHOD_VERSION};
 use crate::store::{CellResult, CellStatus, ServerRun, Store, CELL_SCHEMA_VERSION};
-use crate::util::proc;
 use crate::util::shell::shell_words;
 use crate::util::units::{fmt_s, now_rfc3339};
+use measure::{measure_level, LevelJob};
 
 /// Options of `servebench run`.
 #[derive(Debug, Clone, Default)]
@@ -806,23 +806,9 @@ async fn measure(
     (estimate_s, rest_s): (f64, f64),
 ) -> Result<LevelSummary, String> {
     let w = &cell.workload;
-    let spec = source_spec(c, w)?;
-    let (src, info) = build_source(&spec, &endpoint).await?;
-    let executor = Arc::new(HttpExecutor {
-        endpoint,
-        request_timeout: c.run.request_timeout,
-    });
-    let live = Arc::new(LiveView::default());
-    let progress = crate::ui::LevelProgress::start_in_campaign(
-        format!("   {}", cell.name),
-        w.num_requests,
-        w.duration_s.map(Duration::from_secs_f64),
-        live.clone(),
-        Some(crate::ui::CampaignEta { estimate_s, rest_s }),
-    );
-    let cpu0 = proc::cpu_seconds();
-    let run = run_level(
-        LevelPlan {
+    let job = LevelJob {
+        source: source_spec(c, w)?,
+        plan: LevelPlan {
             shape: w.load,
             stop: StopCondition {
                 max_requests: w.num_requests,
@@ -831,20 +817,13 @@ async fn measure(
             warmup: w.warmup,
             seed: w.seed,
         },
-        executor,
-        src,
-        live,
-        cancel.clone(),
-    )
-    .await;
-    progress.finish().await;
-    let run = run?;
-    let threads = tokio::runtime::Handle::current().metrics().num_workers();
-    let mut summary = summarize(w.load, run, &w.slos, proc::cpu_seconds() - cpu0, threads);
-    summary
-        .client
-        .warnings
-        .extend(length_warnings(&summary.requests, info.exact));
-    summary.source = Some(info);
-    Ok(summary)
+        slos: &w.slos,
+        label: format!("   {}", cell.name),
+        campaign: Some(crate::ui::CampaignEta { estimate_s, rest_s }),
+    };
+    let executor = Arc::new(HttpExecutor {
+        endpoint: endpoint.clone(),
+        request_timeout: c.run.request_timeout,
+    });
+    measure_level(&endpoint, executor, job, cancel).await
 }
