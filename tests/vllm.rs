@@ -129,6 +129,7 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
         );
     }
     let mut kinds_inputs: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut ngram_drafts = 0.0;
     for (name, c) in &all {
         let (server, cell) = name.split_once('/').unwrap();
         if cell.starts_with("overflow") {
@@ -179,28 +180,38 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
         assert_eq!(log["max_concurrency"]["factor"], 22.75);
         let spec = &c["telemetry"]["metrics"]["spec"];
         if server == "ngram" {
-            // Counter deltas over the cell (vllm:spec_decode_*_total).
+            // Counter deltas over the cell (vllm:spec_decode_*_total). The
+            // n-gram proposer drafts only when the last tokens recur in the
+            // context, so a cell of short answers may draft nothing; its
+            // acceptance is then unknown, never a number.
             let counts = spec;
             let drafts = counts["drafts"].as_f64().unwrap_or_default();
             let drafted = counts["draft_tokens"].as_f64().unwrap();
             let accepted = counts["accepted_tokens"].as_f64().unwrap();
-            assert!(drafts > 0.0, "{name}: {spec}");
+            ngram_drafts += drafts;
             assert!(
                 drafted >= drafts && drafted <= 3.0 * drafts,
                 "{name}: {spec}"
             );
             assert!(accepted <= drafted, "{name}: {spec}");
-            let length = c["telemetry"]["metrics"]["spec_acceptance"]["acceptance_length"]
-                .as_f64()
-                .unwrap_or_else(|| panic!("{name}: {}", c["telemetry"]));
-            assert!(
-                (length - (1.0 + accepted / drafts)).abs() < 1e-9,
-                "{name}: acceptance length from the counter deltas"
-            );
+            let length = &c["telemetry"]["metrics"]["spec_acceptance"]["acceptance_length"];
+            if drafts > 0.0 {
+                let length = length
+                    .as_f64()
+                    .unwrap_or_else(|| panic!("{name}: {}", c["telemetry"]));
+                assert!(
+                    (length - (1.0 + accepted / drafts)).abs() < 1e-9,
+                    "{name}: acceptance length from the counter deltas"
+                );
+            } else {
+                assert!(length.is_null(), "{name}: {}", c["telemetry"]);
+            }
         } else {
             assert!(spec.is_null() || spec["drafts"] == 0, "{name}");
         }
     }
+    // The quicksort prompts repeat identifiers: the proposer drafted somewhere.
+    assert!(ngram_drafts > 0.0, "no ngram cell drafted");
     // The same prompts give the same server-counted lengths on both servers.
     for (k, v) in &kinds_inputs {
         if let Some(ar) = k.strip_prefix("ngram/") {
