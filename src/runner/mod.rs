@@ -232,7 +232,9 @@ async fn warm_up(
         &c.model.served_name,
         crate::client::openai::PromptBody::Text(WARMUP_PROMPT.to_string()),
         WARMUP_OUTPUT_TOKENS,
-        false,
+        // A small model may answer this prompt with an immediate end of
+        // sequence: no decode step would run, and no content chunk arrive.
+        true,
     ));
     let mut error = None;
     for _ in 0..c.run.server_warmup {
