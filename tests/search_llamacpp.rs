@@ -128,6 +128,14 @@ fn real_llamacpp_search_verdicts_follow_from_its_own_measurements() {
             c["server_run"]
         );
     }
+    // Each probe drew its own prompts: llama.cpp never found a whole prompt
+    // already in a slot's cache (it logs that it must still evaluate one
+    // token), which would have hidden the prefill from a later probe.
+    let log = std::fs::read_to_string(root.join("logs/ar.log")).unwrap();
+    assert!(
+        !log.contains("need to evaluate at least 1 token"),
+        "a probe's prompt was served from the cache of another"
+    );
     let row = report()["searches"][0].clone();
     let context = format!("bound {bound_ms:.2} ms; calibration {tpot:?}; search {row}");
 

@@ -791,12 +791,28 @@ pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String
         model: c.model.served_name.clone(),
         output_len: w.output_len,
         ignore_eos: w.ignore_eos,
-        seed: w.seed,
+        seed: draw_seed(w),
         prompts,
         tokenizer: c.model.tokenizer.clone(),
         count: w.num_requests.map(|n| n + w.warmup),
         probe_timeout: c.run.request_timeout.min(Duration::from_secs(60)),
     })
+}
+
+/// The seed a cell's prompts and arrivals are drawn from: the point's seed
+/// (workload seed and repetition) mixed with its load.
+///
+/// Cells of one server at other loads must not send the same prompts: a
+/// server with a prefix cache (llama.cpp's slots, vLLM's and SGLang's
+/// automatic prefix caching) would serve every cell after the first from
+/// cache and report a prefill it never did. Servers still get the same
+/// prompts as each other at the same point, so they are compared fairly.
+pub fn draw_seed(w: &WorkloadPoint) -> u64 {
+    let load = match w.load {
+        crate::load::schedule::LoadShape::Concurrency { value } => u64::from(value),
+        crate::load::schedule::LoadShape::Rate { value, .. } => value.to_bits() ^ (1 << 63),
+    };
+    crate::util::rng::derive_seed(w.seed, load)
 }
 
 /// Run one cell's load against `url`.
@@ -817,7 +833,7 @@ async fn measure(
                 max_duration: w.duration_s.map(Duration::from_secs_f64),
             },
             warmup: w.warmup,
-            seed: w.seed,
+            seed: draw_seed(w),
         },
         slos: &w.slos,
         label: format!("   {}", cell.name),
@@ -828,4 +844,60 @@ async fn measure(
         request_timeout: c.run.request_timeout,
     });
     measure_level(&endpoint, executor, job, cancel).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two servers, one workload at two concurrencies and two repetitions.
+    fn campaign() -> Campaign {
+        let text = r#"
+[campaign]
+name = "t"
+[model]
+path = "m"
+[engine]
+kind = "sim"
+[[server]]
+id = "a"
+[[server]]
+id = "b"
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 8
+concurrency = [1, 4]
+num_requests = 4
+[run]
+repetitions = 2
+"#;
+        let (raw, src) = crate::campaign::parse(std::path::Path::new("c.toml"), text).unwrap();
+        crate::campaign::resolve::resolve(raw, &src).unwrap()
+    }
+
+    #[test]
+    fn cells_of_a_server_draw_their_own_prompts_and_servers_share_them() {
+        let c = campaign();
+        assert_eq!(c.workloads.len(), 4);
+        let seeds: Vec<u64> = c.workloads.iter().map(draw_seed).collect();
+        let mut distinct = seeds.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 4, "every load and repetition: {seeds:?}");
+        // The spec each cell builds its prompts from carries that seed; it
+        // depends on the point alone, so both servers get the same prompts.
+        for w in &c.workloads {
+            assert_eq!(source_spec(&c, w).unwrap().seed, draw_seed(w));
+        }
+        // A rate draws apart from the concurrency of the same number.
+        let mut rate = c.workloads[0].clone();
+        rate.load = crate::load::schedule::LoadShape::Rate {
+            value: 1.0,
+            arrival: crate::load::schedule::Arrival::Poisson,
+            burstiness: 1.0,
+            max_concurrency: None,
+        };
+        assert_ne!(draw_seed(&rate), draw_seed(&c.workloads[0]));
+    }
 }

@@ -14,7 +14,10 @@ use crate::campaign::{ServerConfig, WorkloadPoint};
 ///
 /// 2: seeded draws (prompts, arrivals, simulator) moved from `StdRng` to
 /// ChaCha8, so a seed now yields other prompts than cells stored under 1.
-pub const METHOD_VERSION: u32 = 2;
+/// 3: each cell draws from its seed mixed with its load
+/// (`runner::draw_seed`), so cells of one server at other loads no longer
+/// send the same prompts and hit the server's prefix cache.
+pub const METHOD_VERSION: u32 = 3;
 
 #[derive(Serialize)]
 struct IdentityInput<'a> {

@@ -19,6 +19,20 @@ pub fn seeded(seed: u64) -> SeededRng {
     SeededRng::seed_from_u64(seed)
 }
 
+/// A seed for one member of a family (a cell of a workload, say): `seed`
+/// and `salt` mixed so that neighbouring salts give unrelated seeds.
+pub fn derive_seed(seed: u64, salt: u64) -> u64 {
+    splitmix64(seed ^ splitmix64(salt))
+}
+
+/// One step of SplitMix64, a fixed, published 64-bit mixing function.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use rand::{RngCore, SeedableRng};
@@ -36,6 +50,9 @@ mod tests {
             hex,
             "3e00ef2f895f40d67f5bb8e81f09a5a12c840ec3ce9a7f3b181be188ef711a1e"
         );
+        // SplitMix64's first output for state 0 (its reference sequence).
+        assert_eq!(super::splitmix64(0), 0xE220_A839_7B1D_CDAF);
+        assert_ne!(super::derive_seed(7, 1), super::derive_seed(7, 2));
         let mut r = super::seeded(42);
         assert_eq!(
             [r.next_u64(), r.next_u64()],
