@@ -1,0 +1,312 @@
+//! Engine-independent size arithmetic: parameter counts and weight bytes,
+//! KV bytes per token and recurrent state per request, all on one rank of a
+//! tensor-parallel group.
+
+use super::{Attention, Dtype, EngineRule, KvCacheDtype, ModelInfo, Quantization, RecurrentLayer};
+
+/// Parameter counts on one rank, split by how each class is stored.
+#[derive(Default, Clone, Copy, Debug)]
+struct Params {
+    /// Embedding and LM head: always 16-bit.
+    embed: f64,
+    /// Dense projections (attention, MLP, recurrent mixers): quantized with the model.
+    linear: f64,
+    /// Routed experts: quantized with the model (MXFP4 applies here only).
+    experts: f64,
+    /// Norms, routers, biases: 16-bit.
+    small: f64,
+}
+
+impl Params {
+    fn add(&mut self, o: Params) {
+        self.embed += o.embed;
+        self.linear += o.linear;
+        self.experts += o.experts;
+        self.small += o.small;
+    }
+}
+
+/// `x` split evenly over `tp` ranks.
+fn div(x: u64, tp: u64) -> f64 {
+    x as f64 / tp as f64
+}
+
+/// Heads a rank holds when `heads` are split over `tp` ranks; replicated when tp exceeds them.
+fn per_rank(heads: u32, tp: u32) -> u64 {
+    u64::from((heads / tp.max(1)).max(1))
+}
+
+/// Parameters of one decoder layer on one rank.
+fn layer_params(m: &ModelInfo, tp: u32, recurrent: bool, moe_layer: bool) -> Params {
+    let t = u64::from(tp.max(1));
+    let h = m.hidden_size;
+    let heads = u64::from(m.num_attention_heads);
+    let mut p = Params {
+        small: 2.0 * h as f64,
+        ..Params::default()
+    };
+    match (&m.recurrent, recurrent) {
+        (
+            Some(RecurrentLayer::GatedDeltaNet {
+                num_k_heads,
+                num_v_heads,
+                k_head_dim,
+                v_head_dim,
+                conv_kernel,
+            }),
+            true,
+        ) => {
+            let (nk, nv) = (u64::from(*num_k_heads), u64::from(*num_v_heads));
+            let (dk, dv) = (u64::from(*k_head_dim), u64::from(*v_head_dim));
+            let conv_dim = 2 * nk * dk + nv * dv;
+            p.linear += div(h * (conv_dim + nv * dv + 2 * nv) + nv * dv * h, t);
+            p.small += div(conv_dim * u64::from(*conv_kernel) + 2 * nv + dv, t);
+        }
+        (
+            Some(RecurrentLayer::Mamba2 {
+                num_heads,
+                head_dim,
+                d_state,
+                n_groups,
+                conv_kernel,
+            }),
+            true,
+        ) => {
+            let nh = u64::from(*num_heads);
+            let d_inner = nh * u64::from(*head_dim);
+            let bc = 2 * u64::from(*n_groups) * u64::from(*d_state);
+            p.linear += div(h * (2 * d_inner + bc + nh) + d_inner * h, t);
+            p.small += div(
+                (d_inner + bc) * u64::from(*conv_kernel) + 3 * nh + d_inner,
+                t,
+            );
+        }
+        _ => match &m.attention {
+            Attention::Gqa {
+                num_kv_heads,
+                head_dim,
+                v_head_dim,
+                output_gate,
+            } => {
+                let (hd, vd) = (u64::from(*head_dim), u64::from(*v_head_dim));
+                let q_out = heads * hd * if *output_gate { 2 } else { 1 };
+                let kv = per_rank(*num_kv_heads, tp);
+                p.linear +=
+                    div(h * q_out, t) + (h * kv * (hd + vd)) as f64 + div(heads * vd * h, t);
+            }
+            Attention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                qk_nope_head_dim,
+                v_head_dim,
+                q_lora_rank,
+            } => {
+                let (r, rope) = (u64::from(*kv_lora_rank), u64::from(*qk_rope_head_dim));
+                let qk = u64::from(*qk_nope_head_dim) + rope;
+                let vd = u64::from(*v_head_dim);
+                // The down-projections are replicated on every rank by both engines.
+                match q_lora_rank {
+                    Some(q) => {
+                        let q = u64::from(*q);
+                        p.linear += (h * q) as f64 + div(q * heads * qk, t);
+                        p.small += q as f64;
+                    }
+                    None => p.linear += div(h * heads * qk, t),
+                }
+                p.linear += (h * (r + rope)) as f64;
+                p.linear += div(r * heads * (u64::from(*qk_nope_head_dim) + vd), t);
+                p.linear += div(heads * vd * h, t);
+                p.small += r as f64;
+            }
+        },
+    }
+    match (&m.moe, moe_layer) {
+        (Some(moe), true) => {
+            let e = u64::from(moe.num_experts);
+            p.experts += div(e * 3 * h * moe.expert_intermediate, t);
+            p.linear += div(3 * h * moe.shared_intermediate, t);
+            p.small += (h * e) as f64;
+        }
+        _ => p.linear += div(3 * h * m.intermediate_size, t),
+    }
+    p
+}
+
+/// Parameters of the whole model on one rank; `mtp` adds the multi-token-prediction layers.
+fn model_params(m: &ModelInfo, tp: u32, mtp: bool) -> Params {
+    let t = u64::from(tp.max(1));
+    let mut p = Params::default();
+    let vh = m.vocab_size * m.hidden_size;
+    // Both engines shard the embedding and LM head along the vocabulary.
+    p.embed += div(vh, t);
+    if !m.tie_word_embeddings {
+        p.embed += div(vh, t);
+    }
+    p.small += m.hidden_size as f64;
+    let first_dense = m.moe.as_ref().map_or(0, |x| x.first_dense_layers);
+    let n = m.layers.full + m.layers.sliding + m.layers.recurrent;
+    let kinds = layer_pattern(m);
+    for i in 0..n {
+        let recurrent = kinds.get(i as usize).copied().unwrap_or(false);
+        p.add(layer_params(
+            m,
+            tp,
+            recurrent,
+            m.moe.is_some() && i >= first_dense,
+        ));
+    }
+    if mtp {
+        for _ in 0..m.mtp_layers {
+            let mut l = layer_params(m, tp, false, m.moe.is_some());
+            // Each MTP block also projects [embedding; hidden] back to hidden.
+            l.linear += div(2 * m.hidden_size * m.hidden_size, t);
+            p.add(l);
+        }
+    }
+    p
+}
+
+/// Which layers are recurrent, in order; only the count matters for sizing.
+fn layer_pattern(m: &ModelInfo) -> Vec<bool> {
+    let mut v = vec![false; (m.layers.full + m.layers.sliding) as usize];
+    v.extend(std::iter::repeat_n(true, m.layers.recurrent as usize));
+    v
+}
+
+/// Bytes per parameter of (dense linear, expert) weights as stored on the GPU.
+fn quantized_bytes(m: &ModelInfo, act: f64) -> (f64, f64) {
+    match &m.quantization {
+        None => (act, act),
+        // Block-wise FP8 keeps one f32 scale per 128x128 block.
+        Some(Quantization::Fp8) => {
+            let b = 1.0 + 4.0 / 16384.0;
+            (b, b)
+        }
+        Some(Quantization::IntGroup {
+            bits, group_size, ..
+        }) => {
+            let g = f64::from(*group_size);
+            let b = f64::from(*bits) / 8.0 + (2.0 + f64::from(*bits) / 8.0) / g;
+            (b, b)
+        }
+        Some(Quantization::Mxfp4) => (act, 0.5 + 1.0 / 32.0),
+        Some(Quantization::Other { .. }) => (act, act),
+    }
+}
+
+/// Bytes of `p` as stored, with 16-bit classes at `act` bytes each.
+fn params_bytes(m: &ModelInfo, p: Params, act: f64) -> f64 {
+    let (lin, exp) = quantized_bytes(m, act);
+    (p.embed + p.small) * act + p.linear * lin + p.experts * exp
+}
+
+/// Serving dtype: both engines run float32 checkpoints in 16-bit by default.
+pub(super) fn act_bytes(m: &ModelInfo) -> u64 {
+    match m.dtype {
+        Dtype::F32 | Dtype::Fp8 => 2,
+        d => d.bytes(),
+    }
+}
+
+/// Weight bytes of `m` on one GPU of a TP group (MTP layers are not served).
+pub fn weights_bytes_per_gpu(m: &ModelInfo, tp: u32) -> u64 {
+    let act = act_bytes(m) as f64;
+    let per_gpu = params_bytes(m, model_params(m, tp, false), act);
+    let scale = match m.checkpoint_bytes {
+        // The index is authoritative for the total; the architecture only splits it.
+        Some(total) => {
+            let ckpt_act = if m.quantization.is_none() {
+                m.dtype.bytes() as f64
+            } else {
+                act
+            };
+            let computed = params_bytes(m, model_params(m, 1, true), ckpt_act);
+            let ratio = total as f64 / computed.max(1.0);
+            // Checkpoints stored in float32 are served in 16-bit.
+            ratio * act / ckpt_act
+        }
+        None => 1.0,
+    };
+    (per_gpu * scale).round() as u64
+}
+
+/// Bytes of one KV cache element.
+fn kv_bytes(kv: KvCacheDtype, m: &ModelInfo) -> u64 {
+    match kv {
+        KvCacheDtype::Auto => act_bytes(m),
+        KvCacheDtype::Fp8 => 1,
+    }
+}
+
+/// KV bytes per token per layer on one rank.
+fn kv_per_layer(m: &ModelInfo, tp: u32, kv: KvCacheDtype) -> u64 {
+    let b = kv_bytes(kv, m);
+    match &m.attention {
+        Attention::Gqa {
+            num_kv_heads,
+            head_dim,
+            v_head_dim,
+            ..
+        } => per_rank(*num_kv_heads, tp) * u64::from(head_dim + v_head_dim) * b,
+        // One latent (plus the rotary key) per token, replicated on every rank.
+        Attention::Mla {
+            kv_lora_rank,
+            qk_rope_head_dim,
+            ..
+        } => u64::from(kv_lora_rank + qk_rope_head_dim) * b,
+    }
+}
+
+/// (full-attention, sliding-window) KV bytes per token on one rank.
+pub fn kv_bytes_per_token_per_gpu(m: &ModelInfo, tp: u32, kv: KvCacheDtype) -> (u64, u64) {
+    let l = kv_per_layer(m, tp, kv);
+    (
+        l * u64::from(m.layers.full),
+        l * u64::from(m.layers.sliding),
+    )
+}
+
+/// Recurrent state (SSM + convolution) bytes per request on one rank.
+pub fn state_bytes_per_request_per_gpu(m: &ModelInfo, tp: u32, engine: EngineRule) -> u64 {
+    let Some(r) = &m.recurrent else { return 0 };
+    let conv_b = act_bytes(m);
+    // SGLang keeps SSM state in float32 unless told otherwise; vLLM uses the model dtype.
+    let ssm_b = m.ssm_state_dtype.map_or(
+        match engine {
+            EngineRule::Sglang => 4,
+            EngineRule::Vllm => conv_b,
+        },
+        Dtype::bytes,
+    );
+    let per_layer = match r {
+        RecurrentLayer::GatedDeltaNet {
+            num_k_heads,
+            num_v_heads,
+            k_head_dim,
+            v_head_dim,
+            conv_kernel,
+        } => {
+            let nk = per_rank(*num_k_heads, tp);
+            let nv = per_rank(*num_v_heads, tp);
+            let (dk, dv) = (u64::from(*k_head_dim), u64::from(*v_head_dim));
+            let ssm = nv * dk * dv * ssm_b;
+            let conv = (2 * nk * dk + nv * dv) * u64::from(conv_kernel.saturating_sub(1)) * conv_b;
+            ssm + conv
+        }
+        RecurrentLayer::Mamba2 {
+            num_heads,
+            head_dim,
+            d_state,
+            n_groups,
+            conv_kernel,
+        } => {
+            let nh = per_rank(*num_heads, tp);
+            let ng = per_rank(*n_groups, tp);
+            let (hd, ds) = (u64::from(*head_dim), u64::from(*d_state));
+            let ssm = nh * hd * ds * ssm_b;
+            let conv = (nh * hd + 2 * ng * ds) * u64::from(conv_kernel.saturating_sub(1)) * conv_b;
+            ssm + conv
+        }
+    };
+    per_layer * u64::from(m.layers.recurrent)
+}
