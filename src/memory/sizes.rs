@@ -1,8 +1,11 @@
 //! Engine-independent size arithmetic: parameter counts and weight bytes,
-//! KV bytes per token and recurrent state per request, all on one rank of a
-//! tensor-parallel group.
+//! KV bytes per token, recurrent state per request and activation bytes per
+//! token, all on one rank of a tensor-parallel group.
 
-use super::{Attention, Dtype, EngineRule, KvCacheDtype, ModelInfo, Quantization, RecurrentLayer};
+use super::{
+    engine_rules, Attention, Dtype, EngineRule, KvCacheDtype, MemoryInputs, ModelInfo,
+    Quantization, RecurrentLayer, WeightSource,
+};
 
 /// Parameter counts on one rank, split by how each class is stored.
 #[derive(Default, Clone, Copy, Debug)]
@@ -201,7 +204,7 @@ fn params_bytes(m: &ModelInfo, p: Params, act: f64) -> f64 {
 }
 
 /// Serving dtype: both engines run float32 checkpoints in 16-bit by default.
-pub(super) fn act_bytes(m: &ModelInfo) -> u64 {
+fn act_bytes(m: &ModelInfo) -> u64 {
     match m.dtype {
         Dtype::F32 | Dtype::Fp8 => 2,
         d => d.bytes(),
@@ -270,12 +273,9 @@ pub fn kv_bytes_per_token_per_gpu(m: &ModelInfo, tp: u32, kv: KvCacheDtype) -> (
 pub fn state_bytes_per_request_per_gpu(m: &ModelInfo, tp: u32, engine: EngineRule) -> u64 {
     let Some(r) = &m.recurrent else { return 0 };
     let conv_b = act_bytes(m);
-    // SGLang keeps SSM state in float32 unless told otherwise; vLLM uses the model dtype.
+    // The engines disagree on the SSM state dtype when the config leaves it open.
     let ssm_b = m.ssm_state_dtype.map_or(
-        match engine {
-            EngineRule::Sglang => 4,
-            EngineRule::Vllm => conv_b,
-        },
+        engine_rules::rules(engine).default_ssm_state_bytes(conv_b),
         Dtype::bytes,
     );
     let per_layer = match r {
@@ -309,4 +309,82 @@ pub fn state_bytes_per_request_per_gpu(m: &ModelInfo, tp: u32, engine: EngineRul
         }
     };
     per_layer * u64::from(m.layers.recurrent)
+}
+
+/// Activation bytes one token of a forward pass keeps live at its peak on one rank.
+pub(super) fn activation_bytes_per_token(m: &ModelInfo, tp: u32) -> f64 {
+    let t = f64::from(tp.max(1));
+    let moe_inter = m.moe.as_ref().map_or(0, |x| {
+        u64::from(x.experts_per_token) * x.expert_intermediate + x.shared_intermediate
+    });
+    let dense_inter = if m.moe.as_ref().is_none_or(|x| x.first_dense_layers > 0) {
+        m.intermediate_size
+    } else {
+        0
+    };
+    let inter = dense_inter.max(moe_inter) as f64 / t;
+    let act = act_bytes(m) as f64;
+    // Gate/up output, the activated product and a few hidden-sized buffers live
+    // at once; fitted against vLLM's own profile of Llama-3.1-8B (see tests).
+    (3.0 * inter + 3.0 * m.hidden_size as f64) * act
+}
+
+/// What one GPU holds per model, token and request, independent of the engine's pool rules.
+pub(super) struct Sizes {
+    /// Target model weights.
+    pub weights: u64,
+    /// Draft model weights (0 without a draft model).
+    pub draft_weights: u64,
+    /// KV bytes per token in full-attention layers of target and draft.
+    pub kv_tok: u64,
+    /// KV bytes per token in sliding-window layers of target and draft.
+    pub swa_tok: u64,
+    /// Recurrent state per request.
+    pub state: u64,
+}
+
+impl Sizes {
+    /// The sizes of `model` (and its draft) under `inputs`, noting how weights were counted.
+    pub fn of(model: &ModelInfo, inputs: &MemoryInputs, assumptions: &mut Vec<String>) -> Sizes {
+        let tp = inputs.tp.max(1);
+        let weights = weights_bytes_per_gpu(model, tp);
+        let draft_weights = inputs
+            .draft
+            .as_ref()
+            .map_or(0, |d| weights_bytes_per_gpu(d, tp));
+        assumptions.push(format!(
+            "weights from {}; embeddings and LM head split over TP ranks, norms, routers and MLA \
+             down-projections replicated, KV projections replicated when TP exceeds the KV heads",
+            match model.weight_source {
+                WeightSource::SafetensorsIndex => "the safetensors index",
+                WeightSource::Architecture => "the parameter count of the architecture",
+            }
+        ));
+        if model.mtp_layers > 0 {
+            assumptions.push(format!(
+                "{} multi-token-prediction layer(s) in the checkpoint are not loaded without speculative decoding",
+                model.mtp_layers
+            ));
+        }
+        if let Some(Quantization::Other { name }) = &model.quantization {
+            assumptions.push(format!(
+                "quantization `{name}` is not modelled: linear weights sized at the activation dtype"
+            ));
+        }
+
+        let (mut kv_tok, mut swa_tok) =
+            kv_bytes_per_token_per_gpu(model, tp, inputs.kv_cache_dtype);
+        if let Some(d) = &inputs.draft {
+            let (f, s) = kv_bytes_per_token_per_gpu(d, tp, inputs.kv_cache_dtype);
+            kv_tok += f;
+            swa_tok += s;
+        }
+        Sizes {
+            weights,
+            draft_weights,
+            kv_tok,
+            swa_tok,
+            state: state_bytes_per_request_per_gpu(model, tp, inputs.engine),
+        }
+    }
 }
