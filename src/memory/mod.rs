@@ -19,34 +19,39 @@
 //! figure is per GPU (one TP rank); the module is pure (no I/O, no clocks),
 //! so equal inputs give equal outputs.
 
+mod engine_rules;
 pub mod gpus;
 mod hf_config;
+mod sizes;
 #[cfg(test)]
 mod tests;
+mod verdicts;
 
 pub use hf_config::{
     load_model_info, parse_model_info, Attention, Dtype, LayerCounts, MemoryError, ModelInfo, Moe,
     Quantization, RecurrentLayer, WeightSource,
 };
 
+pub use engine_rules::{sglang_default_mem_fraction, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION};
+pub use sizes::{
+    kv_bytes_per_token_per_gpu, state_bytes_per_request_per_gpu, weights_bytes_per_gpu,
+};
+
 use serde::Serialize;
 
+use engine_rules::StatePool;
+use sizes::Sizes;
+
+/// One GiB in bytes.
 const GIB: f64 = (1u64 << 30) as f64;
+/// One MiB in bytes.
 const MIB: f64 = (1u64 << 20) as f64;
 
 /// Tokens a request may need beyond input + output (chat template, special tokens).
 pub const CONTEXT_MARGIN_TOKENS: u64 = 64;
 
-/// SGLang splits the post-weights budget between state and KV as ratio : 1 (`--mamba-full-memory-ratio`).
-const SGLANG_MAMBA_FULL_MEMORY_RATIO: f64 = 0.9;
-/// SGLang keeps this many state slots per running request when the radix cache is on.
-const SGLANG_MAMBA_SLOTS_PER_REQUEST: u64 = 3;
-/// SGLang sizes the sliding-window pool at this fraction of the full pool (`--swa-full-tokens-ratio`).
-const SGLANG_SWA_FULL_TOKENS_RATIO: f64 = 0.8;
 /// Draft tokens verified per step when speculative decoding is on but the count is not given.
 const DEFAULT_DRAFT_TOKENS: u32 = 4;
-/// Sequences vLLM runs in its profiling pass; their logits are part of the activation peak.
-const VLLM_PROFILE_SEQS: u64 = 256;
 
 /// Which engine's memory rule applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -231,408 +236,6 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     Ok(bytes.round() as u64)
 }
 
-/// Parameter counts on one rank, split by how each class is stored.
-#[derive(Default, Clone, Copy, Debug)]
-struct Params {
-    /// Embedding and LM head: always 16-bit.
-    embed: f64,
-    /// Dense projections (attention, MLP, recurrent mixers): quantized with the model.
-    linear: f64,
-    /// Routed experts: quantized with the model (MXFP4 applies here only).
-    experts: f64,
-    /// Norms, routers, biases: 16-bit.
-    small: f64,
-}
-
-impl Params {
-    fn add(&mut self, o: Params) {
-        self.embed += o.embed;
-        self.linear += o.linear;
-        self.experts += o.experts;
-        self.small += o.small;
-    }
-}
-
-fn div(x: u64, tp: u64) -> f64 {
-    x as f64 / tp as f64
-}
-
-/// Heads a rank holds when `heads` are split over `tp` ranks; replicated when tp exceeds them.
-fn per_rank(heads: u32, tp: u32) -> u64 {
-    u64::from((heads / tp.max(1)).max(1))
-}
-
-/// Parameters of one decoder layer on one rank.
-fn layer_params(m: &ModelInfo, tp: u32, recurrent: bool, moe_layer: bool) -> Params {
-    let t = u64::from(tp.max(1));
-    let h = m.hidden_size;
-    let heads = u64::from(m.num_attention_heads);
-    let mut p = Params {
-        small: 2.0 * h as f64,
-        ..Params::default()
-    };
-    match (&m.recurrent, recurrent) {
-        (
-            Some(RecurrentLayer::GatedDeltaNet {
-                num_k_heads,
-                num_v_heads,
-                k_head_dim,
-                v_head_dim,
-                conv_kernel,
-            }),
-            true,
-        ) => {
-            let (nk, nv) = (u64::from(*num_k_heads), u64::from(*num_v_heads));
-            let (dk, dv) = (u64::from(*k_head_dim), u64::from(*v_head_dim));
-            let conv_dim = 2 * nk * dk + nv * dv;
-            p.linear += div(h * (conv_dim + nv * dv + 2 * nv) + nv * dv * h, t);
-            p.small += div(conv_dim * u64::from(*conv_kernel) + 2 * nv + dv, t);
-        }
-        (
-            Some(RecurrentLayer::Mamba2 {
-                num_heads,
-                head_dim,
-                d_state,
-                n_groups,
-                conv_kernel,
-            }),
-            true,
-        ) => {
-            let nh = u64::from(*num_heads);
-            let d_inner = nh * u64::from(*head_dim);
-            let bc = 2 * u64::from(*n_groups) * u64::from(*d_state);
-            p.linear += div(h * (2 * d_inner + bc + nh) + d_inner * h, t);
-            p.small += div(
-                (d_inner + bc) * u64::from(*conv_kernel) + 3 * nh + d_inner,
-                t,
-            );
-        }
-        _ => match &m.attention {
-            Attention::Gqa {
-                num_kv_heads,
-                head_dim,
-                v_head_dim,
-                output_gate,
-            } => {
-                let (hd, vd) = (u64::from(*head_dim), u64::from(*v_head_dim));
-                let q_out = heads * hd * if *output_gate { 2 } else { 1 };
-                let kv = per_rank(*num_kv_heads, tp);
-                p.linear +=
-                    div(h * q_out, t) + (h * kv * (hd + vd)) as f64 + div(heads * vd * h, t);
-            }
-            Attention::Mla {
-                kv_lora_rank,
-                qk_rope_head_dim,
-                qk_nope_head_dim,
-                v_head_dim,
-                q_lora_rank,
-            } => {
-                let (r, rope) = (u64::from(*kv_lora_rank), u64::from(*qk_rope_head_dim));
-                let qk = u64::from(*qk_nope_head_dim) + rope;
-                let vd = u64::from(*v_head_dim);
-                // The down-projections are replicated on every rank by both engines.
-                match q_lora_rank {
-                    Some(q) => {
-                        let q = u64::from(*q);
-                        p.linear += (h * q) as f64 + div(q * heads * qk, t);
-                        p.small += q as f64;
-                    }
-                    None => p.linear += div(h * heads * qk, t),
-                }
-                p.linear += (h * (r + rope)) as f64;
-                p.linear += div(r * heads * (u64::from(*qk_nope_head_dim) + vd), t);
-                p.linear += div(heads * vd * h, t);
-                p.small += r as f64;
-            }
-        },
-    }
-    match (&m.moe, moe_layer) {
-        (Some(moe), true) => {
-            let e = u64::from(moe.num_experts);
-            p.experts += div(e * 3 * h * moe.expert_intermediate, t);
-            p.linear += div(3 * h * moe.shared_intermediate, t);
-            p.small += (h * e) as f64;
-        }
-        _ => p.linear += div(3 * h * m.intermediate_size, t),
-    }
-    p
-}
-
-/// Parameters of the whole model on one rank; `mtp` adds the multi-token-prediction layers.
-fn model_params(m: &ModelInfo, tp: u32, mtp: bool) -> Params {
-    let t = u64::from(tp.max(1));
-    let mut p = Params::default();
-    let vh = m.vocab_size * m.hidden_size;
-    // Both engines shard the embedding and LM head along the vocabulary.
-    p.embed += div(vh, t);
-    if !m.tie_word_embeddings {
-        p.embed += div(vh, t);
-    }
-    p.small += m.hidden_size as f64;
-    let first_dense = m.moe.as_ref().map_or(0, |x| x.first_dense_layers);
-    let n = m.layers.full + m.layers.sliding + m.layers.recurrent;
-    let kinds = layer_pattern(m);
-    for i in 0..n {
-        let recurrent = kinds.get(i as usize).copied().unwrap_or(false);
-        p.add(layer_params(
-            m,
-            tp,
-            recurrent,
-            m.moe.is_some() && i >= first_dense,
-        ));
-    }
-    if mtp {
-        for _ in 0..m.mtp_layers {
-            let mut l = layer_params(m, tp, false, m.moe.is_some());
-            // Each MTP block also projects [embedding; hidden] back to hidden.
-            l.linear += div(2 * m.hidden_size * m.hidden_size, t);
-            p.add(l);
-        }
-    }
-    p
-}
-
-/// Which layers are recurrent, in order; only the count matters for sizing.
-fn layer_pattern(m: &ModelInfo) -> Vec<bool> {
-    let mut v = vec![false; (m.layers.full + m.layers.sliding) as usize];
-    v.extend(std::iter::repeat_n(true, m.layers.recurrent as usize));
-    v
-}
-
-/// Bytes per parameter of (dense linear, expert) weights as stored on the GPU.
-fn quantized_bytes(m: &ModelInfo, act: f64) -> (f64, f64) {
-    match &m.quantization {
-        None => (act, act),
-        // Block-wise FP8 keeps one f32 scale per 128x128 block.
-        Some(Quantization::Fp8) => {
-            let b = 1.0 + 4.0 / 16384.0;
-            (b, b)
-        }
-        Some(Quantization::IntGroup {
-            bits, group_size, ..
-        }) => {
-            let g = f64::from(*group_size);
-            let b = f64::from(*bits) / 8.0 + (2.0 + f64::from(*bits) / 8.0) / g;
-            (b, b)
-        }
-        Some(Quantization::Mxfp4) => (act, 0.5 + 1.0 / 32.0),
-        Some(Quantization::Other { .. }) => (act, act),
-    }
-}
-
-fn params_bytes(m: &ModelInfo, p: Params, act: f64) -> f64 {
-    let (lin, exp) = quantized_bytes(m, act);
-    (p.embed + p.small) * act + p.linear * lin + p.experts * exp
-}
-
-/// Serving dtype: both engines run float32 checkpoints in 16-bit by default.
-fn act_bytes(m: &ModelInfo) -> u64 {
-    match m.dtype {
-        Dtype::F32 | Dtype::Fp8 => 2,
-        d => d.bytes(),
-    }
-}
-
-/// Weight bytes of `m` on one GPU of a TP group (MTP layers are not served).
-pub fn weights_bytes_per_gpu(m: &ModelInfo, tp: u32) -> u64 {
-    let act = act_bytes(m) as f64;
-    let per_gpu = params_bytes(m, model_params(m, tp, false), act);
-    let scale = match m.checkpoint_bytes {
-        // The index is authoritative for the total; the architecture only splits it.
-        Some(total) => {
-            let ckpt_act = if m.quantization.is_none() {
-                m.dtype.bytes() as f64
-            } else {
-                act
-            };
-            let computed = params_bytes(m, model_params(m, 1, true), ckpt_act);
-            let ratio = total as f64 / computed.max(1.0);
-            // Checkpoints stored in float32 are served in 16-bit.
-            ratio * act / ckpt_act
-        }
-        None => 1.0,
-    };
-    (per_gpu * scale).round() as u64
-}
-
-fn kv_bytes(kv: KvCacheDtype, m: &ModelInfo) -> u64 {
-    match kv {
-        KvCacheDtype::Auto => act_bytes(m),
-        KvCacheDtype::Fp8 => 1,
-    }
-}
-
-/// KV bytes per token per layer on one rank.
-fn kv_per_layer(m: &ModelInfo, tp: u32, kv: KvCacheDtype) -> u64 {
-    let b = kv_bytes(kv, m);
-    match &m.attention {
-        Attention::Gqa {
-            num_kv_heads,
-            head_dim,
-            v_head_dim,
-            ..
-        } => per_rank(*num_kv_heads, tp) * u64::from(head_dim + v_head_dim) * b,
-        // One latent (plus the rotary key) per token, replicated on every rank.
-        Attention::Mla {
-            kv_lora_rank,
-            qk_rope_head_dim,
-            ..
-        } => u64::from(kv_lora_rank + qk_rope_head_dim) * b,
-    }
-}
-
-/// (full-attention, sliding-window) KV bytes per token on one rank.
-pub fn kv_bytes_per_token_per_gpu(m: &ModelInfo, tp: u32, kv: KvCacheDtype) -> (u64, u64) {
-    let l = kv_per_layer(m, tp, kv);
-    (
-        l * u64::from(m.layers.full),
-        l * u64::from(m.layers.sliding),
-    )
-}
-
-/// Recurrent state (SSM + convolution) bytes per request on one rank.
-pub fn state_bytes_per_request_per_gpu(m: &ModelInfo, tp: u32, engine: EngineRule) -> u64 {
-    let Some(r) = &m.recurrent else { return 0 };
-    let conv_b = act_bytes(m);
-    // SGLang keeps SSM state in float32 unless told otherwise; vLLM uses the model dtype.
-    let ssm_b = m.ssm_state_dtype.map_or(
-        match engine {
-            EngineRule::Sglang => 4,
-            EngineRule::Vllm => conv_b,
-        },
-        Dtype::bytes,
-    );
-    let per_layer = match r {
-        RecurrentLayer::GatedDeltaNet {
-            num_k_heads,
-            num_v_heads,
-            k_head_dim,
-            v_head_dim,
-            conv_kernel,
-        } => {
-            let nk = per_rank(*num_k_heads, tp);
-            let nv = per_rank(*num_v_heads, tp);
-            let (dk, dv) = (u64::from(*k_head_dim), u64::from(*v_head_dim));
-            let ssm = nv * dk * dv * ssm_b;
-            let conv = (2 * nk * dk + nv * dv) * u64::from(conv_kernel.saturating_sub(1)) * conv_b;
-            ssm + conv
-        }
-        RecurrentLayer::Mamba2 {
-            num_heads,
-            head_dim,
-            d_state,
-            n_groups,
-            conv_kernel,
-        } => {
-            let nh = per_rank(*num_heads, tp);
-            let ng = per_rank(*n_groups, tp);
-            let (hd, ds) = (u64::from(*head_dim), u64::from(*d_state));
-            let ssm = nh * hd * ds * ssm_b;
-            let conv = (nh * hd + 2 * ng * ds) * u64::from(conv_kernel.saturating_sub(1)) * conv_b;
-            ssm + conv
-        }
-    };
-    per_layer * u64::from(m.layers.recurrent)
-}
-
-/// SGLang's default `--mem-fraction-static` for a GPU of `gpu_bytes` (server_args heuristic since v0.5.4).
-pub fn sglang_default_mem_fraction(gpu_bytes: u64, tp: u32, speculative: bool) -> f64 {
-    let gpu_mb = gpu_bytes as f64 / MIB;
-    let small_tp = tp < 4;
-    let (chunked, graph_bs) = if gpu_mb < 20.0 * 1024.0 {
-        (2048.0, 8.0)
-    } else if gpu_mb < 35.0 * 1024.0 {
-        (2048.0, if small_tp { 24.0 } else { 80.0 })
-    } else if gpu_mb < 60.0 * 1024.0 {
-        (4096.0, if small_tp { 32.0 } else { 160.0 })
-    } else if gpu_mb < 160.0 * 1024.0 {
-        (8192.0, if small_tp { 256.0 } else { 512.0 })
-    } else {
-        (16384.0, 512.0)
-    };
-    let mut reserved = 512.0 + chunked * 1.5 + graph_bs * 2.0 + f64::from(tp) / 8.0 * 1024.0;
-    if gpu_mb > 60.0 * 1024.0 {
-        reserved = reserved.max(10.0 * 1024.0);
-    }
-    if speculative {
-        reserved += 2.0 * 1024.0;
-    }
-    (((gpu_mb - reserved) / gpu_mb) * 1000.0).round() / 1000.0
-}
-
-/// vLLM's default `--gpu-memory-utilization`.
-pub const VLLM_DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
-
-fn vllm_default_batched_tokens(gpu_bytes: u64) -> u64 {
-    // `vllm serve` defaults (V1): larger chunks on GPUs with at least 70 GiB.
-    if gpu_bytes as f64 >= 70.0 * GIB {
-        8192
-    } else {
-        2048
-    }
-}
-
-fn vllm_default_max_seqs(gpu_bytes: u64) -> u64 {
-    if gpu_bytes as f64 >= 70.0 * GIB {
-        1024
-    } else {
-        256
-    }
-}
-
-/// Peak activation bytes of vLLM's profiling pass over `tokens` tokens on one rank.
-fn vllm_activation_peak(m: &ModelInfo, tp: u32, tokens: u64) -> f64 {
-    let t = f64::from(tp.max(1));
-    let moe_inter = m.moe.as_ref().map_or(0, |x| {
-        u64::from(x.experts_per_token) * x.expert_intermediate + x.shared_intermediate
-    });
-    let dense_inter = if m.moe.as_ref().is_none_or(|x| x.first_dense_layers > 0) {
-        m.intermediate_size
-    } else {
-        0
-    };
-    let inter = dense_inter.max(moe_inter) as f64 / t;
-    let act = act_bytes(m) as f64;
-    // Gate/up output, the activated product and a few hidden-sized buffers live
-    // at once; fitted against vLLM's own profile of Llama-3.1-8B (see tests).
-    let per_token = (3.0 * inter + 3.0 * m.hidden_size as f64) * act;
-    let logits = (VLLM_PROFILE_SEQS * m.vocab_size * 4) as f64;
-    tokens as f64 * per_token + logits
-}
-
-fn default_reserve(m: &ModelInfo, i: &MemoryInputs, a: &mut Vec<String>) -> f64 {
-    let tp = i.tp.max(1);
-    match i.engine {
-        EngineRule::Sglang => {
-            let ctx = if tp > 1 { 1.5 } else { 0.5 };
-            a.push(format!(
-                "SGLang: {ctx} GiB per GPU is taken by the CUDA context{} before weights load; \
-                 activations and CUDA graphs live in the 1 - mem_fraction part",
-                if tp > 1 {
-                    " and communication buffers"
-                } else {
-                    ""
-                }
-            ));
-            ctx * GIB
-        }
-        EngineRule::Vllm => {
-            let tokens = i
-                .max_batched_tokens
-                .unwrap_or_else(|| vllm_default_batched_tokens(i.gpu_memory_bytes));
-            let act = vllm_activation_peak(m, tp, tokens);
-            let non_torch = if tp > 1 { 0.85 } else { 0.35 } * GIB;
-            a.push(format!(
-                "vLLM: activation peak {:.2} GiB for a {tokens}-token profiling pass, \
-                 {:.2} GiB non-PyTorch memory, CUDA graphs outside the budget",
-                act / GIB,
-                non_torch / GIB
-            ));
-            act + non_torch
-        }
-    }
-}
-
 /// Estimates what one GPU will hold for `model` under `inputs`, with verdicts.
 ///
 /// `reserve_bytes` means: for vLLM, the activation peak plus non-PyTorch
@@ -640,72 +243,26 @@ fn default_reserve(m: &ModelInfo, i: &MemoryInputs, a: &mut Vec<String>) -> f64 
 /// (CUDA context, communication buffers), since SGLang applies its fraction
 /// to what is free at that point.
 pub fn estimate(model: &ModelInfo, inputs: &MemoryInputs) -> Estimate {
+    let rules = engine_rules::rules(inputs.engine);
     let mut assumptions = Vec::new();
-    let mut verdicts = Vec::new();
     let tp = inputs.tp.max(1);
     let total = inputs.gpu_memory_bytes as f64;
     let speculative = inputs.draft.is_some() || inputs.speculative_num_draft_tokens.is_some();
 
-    let fraction = inputs.mem_fraction.unwrap_or_else(|| match inputs.engine {
-        EngineRule::Sglang => {
-            let f = sglang_default_mem_fraction(inputs.gpu_memory_bytes, tp, speculative);
-            assumptions.push(format!("SGLang default --mem-fraction-static {f}"));
-            f
-        }
-        EngineRule::Vllm => {
-            assumptions.push(format!(
-                "vLLM default --gpu-memory-utilization {VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}"
-            ));
-            VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
-        }
+    let fraction = inputs.mem_fraction.unwrap_or_else(|| {
+        rules.default_fraction(inputs.gpu_memory_bytes, tp, speculative, &mut assumptions)
     });
     let reserve = match inputs.reserve_bytes {
         Some(r) => {
             assumptions.push(format!("reserve given: {:.2} GiB", r as f64 / GIB));
             r as f64
         }
-        None => default_reserve(model, inputs, &mut assumptions),
+        None => rules.default_reserve(model, inputs, &mut assumptions),
     };
+    let sizes = Sizes::of(model, inputs, &mut assumptions);
 
-    let weights = weights_bytes_per_gpu(model, tp);
-    let draft_weights = inputs
-        .draft
-        .as_ref()
-        .map_or(0, |d| weights_bytes_per_gpu(d, tp));
-    assumptions.push(format!(
-        "weights from {}; embeddings and LM head split over TP ranks, norms, routers and MLA \
-         down-projections replicated, KV projections replicated when TP exceeds the KV heads",
-        match model.weight_source {
-            WeightSource::SafetensorsIndex => "the safetensors index",
-            WeightSource::Architecture => "the parameter count of the architecture",
-        }
-    ));
-    if model.mtp_layers > 0 {
-        assumptions.push(format!(
-            "{} multi-token-prediction layer(s) in the checkpoint are not loaded without speculative decoding",
-            model.mtp_layers
-        ));
-    }
-    if let Some(Quantization::Other { name }) = &model.quantization {
-        assumptions.push(format!(
-            "quantization `{name}` is not modelled: linear weights sized at the activation dtype"
-        ));
-    }
-
-    let (mut kv_tok, mut swa_tok) = kv_bytes_per_token_per_gpu(model, tp, inputs.kv_cache_dtype);
-    if let Some(d) = &inputs.draft {
-        let (f, s) = kv_bytes_per_token_per_gpu(d, tp, inputs.kv_cache_dtype);
-        kv_tok += f;
-        swa_tok += s;
-    }
-    let state = state_bytes_per_request_per_gpu(model, tp, inputs.engine);
-
-    // What weights and pools may use together.
-    let budget = match inputs.engine {
-        EngineRule::Sglang => fraction * (total - reserve),
-        EngineRule::Vllm => fraction * total - reserve,
-    };
-    let mut rest = budget - (weights + draft_weights) as f64;
+    let budget = rules.budget(fraction, total, reserve);
+    let mut rest = budget - (sizes.weights + sizes.draft_weights) as f64;
 
     let draft_tokens = u64::from(
         inputs
@@ -718,66 +275,30 @@ pub fn estimate(model: &ModelInfo, inputs: &MemoryInputs) -> Estimate {
         ));
     }
 
-    // Recurrent-state pool: SGLang carves a separate pool; vLLM shares the KV pool.
-    let mut state_slots = None;
-    let mut state_pool = 0.0;
-    let mut spec_state = 0.0;
-    if state > 0 && rest > 0.0 {
-        let per_req = state as f64;
-        match inputs.engine {
-            EngineRule::Sglang => {
-                let ratio = SGLANG_MAMBA_SLOTS_PER_REQUEST as f64;
-                let budget =
-                    rest * SGLANG_MAMBA_FULL_MEMORY_RATIO / (1.0 + SGLANG_MAMBA_FULL_MEMORY_RATIO);
-                let slots = if speculative {
-                    (budget / (per_req * (1.0 + draft_tokens as f64 / ratio))).floor()
-                } else {
-                    (budget / per_req).floor()
-                };
-                if speculative {
-                    // Verification keeps one state per draft token of every running request.
-                    let running = (slots / ratio)
-                        .floor()
-                        .min(inputs.max_running_requests.map_or(f64::INFINITY, f64::from));
-                    spec_state = per_req * running * draft_tokens as f64;
-                }
-                state_pool = slots * per_req + spec_state;
-                state_slots = Some(slots as u64);
-                assumptions.push(format!(
-                    "SGLang hybrid pools: state gets {SGLANG_MAMBA_FULL_MEMORY_RATIO}/(1+{SGLANG_MAMBA_FULL_MEMORY_RATIO}) \
-                     of the post-weights budget, {SGLANG_MAMBA_SLOTS_PER_REQUEST} state slots per running request \
-                     (radix cache on), SSM state in {}",
-                    if model.ssm_state_dtype.is_some() { "the config's mamba_ssm_dtype" } else { "float32" }
-                ));
-            }
-            EngineRule::Vllm => {
-                state_slots = Some((rest / per_req).floor() as u64);
-                assumptions.push(
-                    "vLLM hybrid: recurrent state shares the KV pool, one state per running request"
-                        .into(),
-                );
-            }
-        }
-        rest -= state_pool;
-    }
+    let pool = if sizes.state > 0 && rest > 0.0 {
+        let pool = rules.state_pool(
+            rest,
+            sizes.state as f64,
+            speculative.then_some(draft_tokens),
+            inputs.max_running_requests,
+            model,
+            &mut assumptions,
+        );
+        rest -= pool.bytes;
+        pool
+    } else {
+        StatePool::default()
+    };
     let kv_pool = rest.max(0.0);
 
-    // Sliding-window layers: SGLang sizes their pool at a fixed fraction of the
-    // full pool; vLLM gives every layer group the same number of blocks.
-    let per_token_cost = match inputs.engine {
-        EngineRule::Sglang => kv_tok as f64 + SGLANG_SWA_FULL_TOKENS_RATIO * swa_tok as f64,
-        EngineRule::Vllm => kv_tok.max(swa_tok) as f64,
-    };
+    let per_token_cost = rules.token_cost(sizes.kv_tok, sizes.swa_tok);
     let kv_capacity = if per_token_cost > 0.0 {
         (kv_pool / per_token_cost).floor() as u64
     } else {
         0
     };
-    let swa_capacity = match inputs.engine {
-        EngineRule::Sglang => (kv_capacity as f64 * SGLANG_SWA_FULL_TOKENS_RATIO) as u64,
-        EngineRule::Vllm => kv_capacity,
-    };
-    if swa_tok > 0 {
+    let swa_capacity = rules.swa_capacity(kv_capacity);
+    if sizes.swa_tok > 0 {
         assumptions.push(format!(
             "sliding-window layers hold at most {} tokens per request",
             model.sliding_window.unwrap_or(0)
@@ -785,20 +306,11 @@ pub fn estimate(model: &ModelInfo, inputs: &MemoryInputs) -> Estimate {
     }
 
     let context = inputs.context_length.or(model.max_context);
-    let state_limit = state_slots.map(|s| match inputs.engine {
-        EngineRule::Sglang => s / SGLANG_MAMBA_SLOTS_PER_REQUEST,
-        EngineRule::Vllm => s,
-    });
-    let default_running = match inputs.engine {
-        EngineRule::Sglang => {
-            let ctx = context.unwrap_or(4096).max(1);
-            (kv_capacity.saturating_mul(512) / ctx).clamp(2048, 4096)
-        }
-        EngineRule::Vllm => vllm_default_max_seqs(inputs.gpu_memory_bytes),
-    };
-    let requested_running = inputs
-        .max_running_requests
-        .map_or(default_running, u64::from);
+    let state_limit = pool.slots.map(|s| rules.running_per_state_slots(s));
+    let requested_running = inputs.max_running_requests.map_or_else(
+        || rules.default_max_running(kv_capacity, context, inputs.gpu_memory_bytes),
+        u64::from,
+    );
     let mut max_running = requested_running.min((kv_capacity / 2).max(1));
     if let Some(s) = state_limit {
         max_running = max_running.min(s);
@@ -806,185 +318,47 @@ pub fn estimate(model: &ModelInfo, inputs: &MemoryInputs) -> Estimate {
 
     let max_concurrent = inputs.request_tokens.map(|len| {
         let len = len.max(1);
-        match (inputs.engine, state_slots) {
-            (EngineRule::Vllm, Some(_)) => {
-                (kv_pool / (len as f64 * per_token_cost + state as f64)).floor() as u64
+        if rules.state_shares_kv_pool() && pool.slots.is_some() {
+            (kv_pool / (len as f64 * per_token_cost + sizes.state as f64)).floor() as u64
+        } else {
+            let mut n = kv_capacity / len;
+            if sizes.swa_tok > 0 {
+                let w = model.sliding_window.unwrap_or(len).min(len).max(1);
+                n = n.min(swa_capacity / w);
             }
-            _ => {
-                let mut n = kv_capacity / len;
-                if swa_tok > 0 {
-                    let w = model.sliding_window.unwrap_or(len).min(len).max(1);
-                    n = n.min(swa_capacity / w);
-                }
-                n
-            }
+            n
         }
         .min(max_running)
     });
 
-    // Verdicts, in the order a user would fix them.
-    if let Some(g) = inputs.gpus_available {
-        if tp > g {
-            verdicts.push(err(format!(
-                "TP{tp} needs {tp} GPUs but only {g} are available: lower --tp to {g} or free GPUs"
-            )));
-        }
-    }
-    if model.num_attention_heads % tp != 0 {
-        verdicts.push(err(format!(
-            "the model has {} attention heads, which TP{tp} cannot split evenly: use a TP size that divides {}",
-            model.num_attention_heads, model.num_attention_heads
-        )));
-    }
-    if let Attention::Gqa { num_kv_heads, .. } = &model.attention {
-        let kv = *num_kv_heads;
-        if (kv >= tp && kv % tp != 0) || (kv < tp && tp % kv != 0) {
-            verdicts.push(err(format!(
-                "the model has {kv} KV heads, which TP{tp} can neither split nor replicate evenly: \
-                 use a TP size that divides or is a multiple of {kv}"
-            )));
-        } else if kv < tp {
-            verdicts.push(warn(format!(
-                "TP{tp} exceeds the model's {kv} KV heads: each KV head is replicated {}x, \
-                 so the KV cache per GPU does not shrink beyond TP{kv}",
-                tp / kv
-            )));
-        }
-    }
-    if let Some(RecurrentLayer::GatedDeltaNet {
-        num_k_heads,
-        num_v_heads,
-        ..
-    }) = &model.recurrent
-    {
-        if num_k_heads % tp != 0 || num_v_heads % tp != 0 {
-            verdicts.push(err(format!(
-                "the linear-attention layers have {num_k_heads} key and {num_v_heads} value heads, \
-                 which TP{tp} cannot split evenly: use a TP size that divides both"
-            )));
-        }
-    }
-    if let Some(RecurrentLayer::Mamba2 { num_heads, .. }) = &model.recurrent {
-        if num_heads % tp != 0 {
-            verdicts.push(err(format!(
-                "the Mamba layers have {num_heads} heads, which TP{tp} cannot split evenly: \
-                 use a TP size that divides {num_heads}"
-            )));
-        }
-    }
-    let all_weights = (weights + draft_weights) as f64;
-    if all_weights > budget {
-        verdicts.push(err(format!(
-            "weights alone need {:.1} GiB per GPU but the memory rule allows {:.1} GiB \
-             ({} of {:.1} GiB): raise TP, {}, or use a quantized checkpoint",
-            all_weights / GIB,
-            budget.max(0.0) / GIB,
-            fraction,
-            total / GIB,
-            match inputs.engine {
-                EngineRule::Sglang => "raise --mem-fraction-static",
-                EngineRule::Vllm => "raise --gpu-memory-utilization",
-            }
-        )));
-    } else if kv_capacity == 0 {
-        verdicts.push(err(format!(
-            "no memory is left for the KV cache after {:.1} GiB of weights per GPU: raise TP or the memory fraction",
-            all_weights / GIB
-        )));
-    } else if state_limit == Some(0) {
-        verdicts.push(err(
-            "no recurrent-state slot fits: lower --max-running-requests, raise the memory fraction or TP"
-                .into(),
-        ));
-    }
-    if let (Some(len), Some(ctx)) = (inputs.request_tokens, context) {
-        if len + CONTEXT_MARGIN_TOKENS > ctx {
-            verdicts.push(err(format!(
-                "requests of {len} tokens (input + output) plus a {CONTEXT_MARGIN_TOKENS}-token margin \
-                 exceed the context length {ctx}: raise --context-length or shorten the requests"
-            )));
-        }
-    }
-    if let (Some(set), Some(model_max)) = (inputs.context_length, model.max_context) {
-        if set > model_max {
-            verdicts.push(warn(format!(
-                "context length {set} exceeds the model's max_position_embeddings {model_max}; \
-                 engines refuse this unless the override is enabled"
-            )));
-        }
-    }
-    if let Some(ctx) = context {
-        if kv_capacity > 0 && ctx > kv_capacity {
-            let msg = format!(
-                "one request of the full context ({ctx} tokens) does not fit in the KV cache \
-                 ({kv_capacity} tokens): lower --context-length or raise memory/TP"
-            );
-            verdicts.push(match inputs.engine {
-                // vLLM refuses to start; SGLang starts and rejects such requests.
-                EngineRule::Vllm => err(msg),
-                EngineRule::Sglang => warn(msg),
-            });
-        }
-    }
-    if let (Some(len), Some(c)) = (inputs.request_tokens, inputs.concurrency) {
-        let fit = max_concurrent.unwrap_or(0);
-        if u64::from(c) > fit && kv_capacity > 0 {
-            verdicts.push(warn(format!(
-                "{c} concurrent requests of {len} tokens need {} KV tokens but only {fit} such requests \
-                 fit at once ({kv_capacity} tokens): the rest will queue",
-                u64::from(c) * len
-            )));
-        }
-    }
-    if let (Some(limit), Some(asked)) = (state_limit, inputs.max_running_requests) {
-        if limit > 0 && limit < u64::from(asked) {
-            verdicts.push(warn(format!(
-                "state slots allow only {limit} running requests, below --max-running-requests {asked}: \
-                 the server will cap it at {limit}"
-            )));
-        }
-    }
-    verdicts.sort_by_key(|v| v.level != Level::Error);
-
-    Estimate {
+    let mut e = Estimate {
         engine: inputs.engine,
         tp,
         gpu_memory_bytes: inputs.gpu_memory_bytes,
         mem_fraction: fraction,
         budget_bytes_per_gpu: budget.max(0.0) as u64,
         reserve_bytes_per_gpu: reserve.max(0.0) as u64,
-        weights_bytes_per_gpu: weights,
-        draft_weights_bytes_per_gpu: draft_weights,
-        kv_bytes_per_token_per_gpu: kv_tok,
-        sliding_kv_bytes_per_token_per_gpu: swa_tok,
-        state_bytes_per_request_per_gpu: state,
+        weights_bytes_per_gpu: sizes.weights,
+        draft_weights_bytes_per_gpu: sizes.draft_weights,
+        kv_bytes_per_token_per_gpu: sizes.kv_tok,
+        sliding_kv_bytes_per_token_per_gpu: sizes.swa_tok,
+        state_bytes_per_request_per_gpu: sizes.state,
         kv_pool_bytes_per_gpu: kv_pool as u64,
-        state_pool_bytes_per_gpu: state_pool as u64,
-        spec_state_bytes_per_gpu: spec_state as u64,
+        state_pool_bytes_per_gpu: pool.bytes as u64,
+        spec_state_bytes_per_gpu: pool.spec_bytes as u64,
         kv_capacity_tokens: kv_capacity,
-        state_slots,
+        state_slots: pool.slots,
         max_running_requests: max_running,
         max_concurrent_requests: max_concurrent,
         context_length: context,
-        verdicts,
+        verdicts: Vec::new(),
         assumptions,
-    }
+    };
+    e.verdicts = verdicts::findings(model, inputs, rules, &e, budget, state_limit);
+    e
 }
 
-fn err(reason: String) -> Finding {
-    Finding {
-        level: Level::Error,
-        reason,
-    }
-}
-
-fn warn(reason: String) -> Finding {
-    Finding {
-        level: Level::Warn,
-        reason,
-    }
-}
-
+/// A size in GiB with two decimals, for the table.
 fn gib(b: u64) -> String {
     format!("{:.2} GiB", b as f64 / GIB)
 }

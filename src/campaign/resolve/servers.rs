@@ -1,0 +1,414 @@
+//! Server configurations: `[[server]]` tables and `[[matrix]]` products
+//! merged with the engine-wide and default settings, their environment
+//! references expanded, ids rendered from templates and checked.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::super::{CampaignError, OneOrMany, RawCampaign, RawServer, Source, SpecEntry};
+use super::{check_path_id, expand_env};
+use crate::engine::Speculative;
+
+/// One server configuration: everything that needs its own server process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerConfig {
+    /// Id naming its results folder and log.
+    pub id: String,
+    /// Tensor-parallel size.
+    pub tp: u32,
+    /// Memory fraction.
+    pub mem_fraction: Option<f64>,
+    /// Max running requests.
+    pub max_running_requests: Option<u32>,
+    /// Context length.
+    pub context_length: Option<u64>,
+    /// Speculative decoding.
+    pub speculative: Option<Speculative>,
+    /// Flags after the generated ones (engine-wide, defaults, then server's own).
+    pub args: Vec<String>,
+    /// Environment (engine-wide, defaults, then server's own).
+    pub env: BTreeMap<String, String>,
+    /// Failures of this config are expected and do not fail the run's exit code.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expected_failure: bool,
+    /// Environment variables declared secret (`[engine] secret_env`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_env: Vec<String>,
+}
+
+impl ServerConfig {
+    /// A parameter's value as text for `--only key=value` filters and id templates.
+    pub fn param(&self, key: &str) -> Option<String> {
+        Some(match key {
+            "server" | "id" => self.id.clone(),
+            "tp" => self.tp.to_string(),
+            "mem_fraction" => self.mem_fraction?.to_string(),
+            "max_running_requests" => self.max_running_requests?.to_string(),
+            "context_length" => self.context_length?.to_string(),
+            "method" => self.method_name(),
+            "budget" => self.speculative.as_ref()?.num_draft_tokens?.to_string(),
+            _ => return None,
+        })
+    }
+
+    /// This config with every secret (credential-like environment values,
+    /// values of flags such as `--api-key`) replaced by a placeholder: the
+    /// form that is hashed into identities and stored.
+    pub fn redacted(&self) -> ServerConfig {
+        use crate::util::secret;
+        ServerConfig {
+            args: secret::redact_argv(&self.args),
+            env: secret::redact_env(&self.env, &self.secret_env),
+            ..self.clone()
+        }
+    }
+
+    /// The secret values this config carries (see [`ServerConfig::redacted`]).
+    pub fn secret_values(&self) -> Vec<String> {
+        use crate::util::secret;
+        let mut out = secret::env_secrets(&self.env, &self.secret_env);
+        out.extend(secret::argv_secrets(&self.args));
+        out
+    }
+
+    /// The speculative method's name, or `ar` for autoregressive decoding.
+    pub fn method_name(&self) -> String {
+        self.speculative
+            .as_ref()
+            .and_then(|s| s.method)
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_else(|| "ar".into())
+    }
+}
+
+/// One server's settings over the matrix's, the defaults' and the engine's.
+fn merge_server(
+    raw: &RawCampaign,
+    s: &RawServer,
+    extra_args: &[String],
+    extra_env: &BTreeMap<String, String>,
+) -> ServerConfig {
+    let d = &raw.defaults;
+    let mut args = raw.engine.args.clone();
+    args.extend(d.args.iter().cloned());
+    args.extend(extra_args.iter().cloned());
+    args.extend(s.args.iter().cloned());
+    let mut env = raw.engine.env.clone();
+    env.extend(d.env.clone());
+    env.extend(extra_env.clone());
+    env.extend(s.env.clone());
+    ServerConfig {
+        id: s
+            .id
+            .as_ref()
+            .map(|i| i.get_ref().clone())
+            .unwrap_or_else(|| "default".into()),
+        tp: s.tp.or(d.tp).unwrap_or(1),
+        mem_fraction: s.mem_fraction.or(d.mem_fraction),
+        max_running_requests: s.max_running_requests.or(d.max_running_requests),
+        context_length: s.context_length.or(d.context_length),
+        speculative: s.speculative.clone().or_else(|| d.speculative.clone()),
+        args,
+        env,
+        expected_failure: s.expected_failure.or(d.expected_failure).unwrap_or(false),
+        secret_env: raw.engine.secret_env.clone(),
+    }
+}
+
+/// Expands and validates a merged server; `at` is where errors point.
+fn check_server(src: &Source, at: usize, s: &mut ServerConfig) -> Result<(), CampaignError> {
+    expand_server_env(src, at, s)?;
+    if let Err(rule) = check_path_id(&s.id) {
+        return Err(src.error_at(at, format!("server id `{}` {rule}", s.id)));
+    }
+    if s.tp == 0 {
+        return Err(src.error_at(at, format!("server `{}`: tp must be at least 1", s.id)));
+    }
+    if let Some(f) = s.mem_fraction {
+        if !(f > 0.0 && f <= 1.0) {
+            return Err(src.error_at(
+                at,
+                format!("server `{}`: mem_fraction must be in (0, 1], got {f}", s.id),
+            ));
+        }
+    }
+    if let Some(sp) = &s.speculative {
+        if sp.method.is_none() {
+            return Err(src.error_at(at, format!(
+                "server `{}`: speculative needs `method` (eagle, eagle3, mtp, dflash, draft-model, ngram)",
+                s.id
+            )));
+        }
+        if let Some(p) = sp.acceptance {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(src.error_at(
+                    at,
+                    format!("server `{}`: acceptance must be within [0, 1]", s.id),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Expand environment references in a server's flags and draft model path.
+fn expand_server_env(src: &Source, at: usize, s: &mut ServerConfig) -> Result<(), CampaignError> {
+    for a in &mut s.args {
+        *a = expand_env(src, at, a)?;
+    }
+    for v in s.env.values_mut() {
+        *v = expand_env(src, at, v)?;
+    }
+    if let Some(d) = s
+        .speculative
+        .as_mut()
+        .and_then(|sp| sp.draft_model.as_mut())
+    {
+        *d = expand_env(src, at, d)?;
+    }
+    Ok(())
+}
+
+/// Every server config of the campaign, in declaration order, ids unique.
+pub(super) fn expand_servers(
+    raw: &RawCampaign,
+    src: &Source,
+) -> Result<Vec<ServerConfig>, CampaignError> {
+    let mut out: Vec<(ServerConfig, usize)> = Vec::new();
+    for s in &raw.servers {
+        let at = s.id.as_ref().map(|i| i.span().start).unwrap_or(0);
+        if s.id.is_none() {
+            return Err(src.error_at(0, "every [[server]] needs an `id`"));
+        }
+        let mut cfg = merge_server(raw, s, &[], &BTreeMap::new());
+        check_server(src, at, &mut cfg)?;
+        out.push((cfg, at));
+    }
+    for m in &raw.matrix {
+        let at = m.id.span().start;
+        let empty = |axis: &str, is_empty: bool| -> Result<(), CampaignError> {
+            if is_empty {
+                return Err(src.error_at(
+                    at,
+                    format!(
+                        "`{axis} = []` in matrix `{}` leaves no server to run: give at least one value, or drop the key for the default",
+                        m.id.get_ref()
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        let axis_empty = |v: Option<usize>| v == Some(0);
+        empty("tp", axis_empty(m.tp.as_ref().map(|v| v.to_vec().len())))?;
+        empty(
+            "mem_fraction",
+            axis_empty(m.mem_fraction.as_ref().map(|v| v.to_vec().len())),
+        )?;
+        empty(
+            "max_running_requests",
+            axis_empty(m.max_running_requests.as_ref().map(|v| v.to_vec().len())),
+        )?;
+        empty(
+            "context_length",
+            axis_empty(m.context_length.as_ref().map(|v| v.to_vec().len())),
+        )?;
+        empty(
+            "budget",
+            axis_empty(m.budget.as_ref().map(|v| v.to_vec().len())),
+        )?;
+        empty(
+            "speculative",
+            axis_empty(m.speculative.as_ref().map(|v| v.get_ref().len())),
+        )?;
+        let tps =
+            m.tp.as_ref()
+                .map(OneOrMany::to_vec)
+                .unwrap_or_else(|| vec![raw.defaults.tp.unwrap_or(1)]);
+        let mems: Vec<Option<f64>> = m
+            .mem_fraction
+            .as_ref()
+            .map(|v| v.to_vec().into_iter().map(Some).collect())
+            .unwrap_or_else(|| vec![None]);
+        let mrrs: Vec<Option<u32>> = m
+            .max_running_requests
+            .as_ref()
+            .map(|v| v.to_vec().into_iter().map(Some).collect())
+            .unwrap_or_else(|| vec![None]);
+        let ctxs: Vec<Option<u64>> = m
+            .context_length
+            .as_ref()
+            .map(|v| v.to_vec().into_iter().map(Some).collect())
+            .unwrap_or_else(|| vec![None]);
+        let mut specs: Vec<Option<Speculative>> = Vec::new();
+        match &m.speculative {
+            None => specs.push(None),
+            Some(list) => {
+                for e in list.get_ref() {
+                    match e {
+                        SpecEntry::Name(n) if n == "none" => specs.push(None),
+                        SpecEntry::Name(n) => {
+                            return Err(src.error(list, format!("speculative entry `{n}` is not a table; use \"none\" or {{ method = \"eagle\", ... }}")))
+                        }
+                        SpecEntry::Settings(s) => specs.push(Some(s.clone())),
+                    }
+                }
+            }
+        }
+        let budgets: Vec<Option<u32>> = m
+            .budget
+            .as_ref()
+            .map(|v| v.to_vec().into_iter().map(Some).collect())
+            .unwrap_or_else(|| vec![None]);
+        for &tp in &tps {
+            for &mem in &mems {
+                for &mrr in &mrrs {
+                    for &ctx in &ctxs {
+                        for spec in &specs {
+                            let variants: Vec<(Option<Speculative>, Option<u32>)> = match spec {
+                                None => vec![(None, None)],
+                                Some(s) => budgets
+                                    .iter()
+                                    .map(|b| {
+                                        let mut s = s.clone();
+                                        if let Some(b) = b {
+                                            s.num_draft_tokens = Some(*b);
+                                        }
+                                        (Some(s), *b)
+                                    })
+                                    .collect(),
+                            };
+                            for (spec, _) in variants {
+                                let raw_server = RawServer {
+                                    id: None,
+                                    tp: Some(tp),
+                                    mem_fraction: mem,
+                                    max_running_requests: mrr,
+                                    context_length: ctx,
+                                    speculative: spec.clone(),
+                                    args: Vec::new(),
+                                    env: BTreeMap::new(),
+                                    expected_failure: None,
+                                };
+                                let mut cfg = merge_server(raw, &raw_server, &m.args, &m.env);
+                                cfg.speculative = spec;
+                                cfg.id = render_id(m.id.get_ref(), &cfg)
+                                    .map_err(|e| src.error(&m.id, e))?;
+                                check_server(src, at, &mut cfg)?;
+                                out.push((cfg, at));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        let mut cfg = merge_server(
+            raw,
+            &RawServer {
+                id: Some(Spanned::new(0..0, "default".into())),
+                ..raw.defaults.clone()
+            },
+            &[],
+            &BTreeMap::new(),
+        );
+        check_server(src, 0, &mut cfg)?;
+        out.push((cfg, 0));
+    }
+    let mut seen = BTreeSet::new();
+    for (cfg, at) in &out {
+        if !seen.insert(cfg.id.clone()) {
+            return Err(src.error_at(*at, format!("server id `{}` is used twice; ids name result folders and must be unique (add a placeholder such as {{tp}} or {{budget}} to the matrix id)", cfg.id)));
+        }
+    }
+    Ok(out.into_iter().map(|(c, _)| c).collect())
+}
+
+/// A matrix id template such as `{method}-tp{tp}` filled in for one config.
+fn render_id(template: &str, cfg: &ServerConfig) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..]
+            .find('}')
+            .ok_or_else(|| format!("unclosed `{{` in id template `{template}`"))?
+            + open;
+        let key = &rest[open + 1..close];
+        let value = match key {
+            "budget" => cfg
+                .speculative
+                .as_ref()
+                .and_then(|s| s.num_draft_tokens)
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "none".into()),
+            "method" => cfg.method_name(),
+            "tp" | "mem_fraction" | "max_running_requests" | "context_length" => {
+                cfg.param(key).unwrap_or_else(|| "default".into())
+            }
+            other => {
+                return Err(format!(
+                    "unknown placeholder `{{{other}}}` in id template; allowed: {{tp}}, {{method}}, {{budget}}, {{mem_fraction}}, {{max_running_requests}}, {{context_length}}"
+                ))
+            }
+        };
+        out.push_str(&value);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{campaign, HEAD, WL};
+    use std::path::PathBuf;
+
+    #[test]
+    fn matrix_expands_the_product_and_budgets_skip_autoregressive() {
+        let text = format!(
+            "{HEAD}[defaults]\nmem_fraction = 0.8\n[[matrix]]\nid = \"{{method}}-tp{{tp}}-b{{budget}}\"\ntp = [1, 4]\nspeculative = [\"none\", {{ method = \"eagle\", topk = 8, num_steps = 4 }}]\nbudget = [8, 16, 64]\n{WL}"
+        );
+        let c = campaign(&text).unwrap();
+        let ids: Vec<&str> = c.servers.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "ar-tp1-bnone",
+                "eagle-tp1-b8",
+                "eagle-tp1-b16",
+                "eagle-tp1-b64",
+                "ar-tp4-bnone",
+                "eagle-tp4-b8",
+                "eagle-tp4-b16",
+                "eagle-tp4-b64"
+            ]
+        );
+        let s = &c.servers[3];
+        assert_eq!((s.tp, s.mem_fraction), (1, Some(0.8)));
+        assert_eq!(s.speculative.as_ref().unwrap().num_draft_tokens, Some(64));
+        assert_eq!(s.args, vec!["--trust-remote-code"]);
+        // 2 concurrency × 2 output lengths.
+        assert_eq!(c.workloads.len(), 4);
+        assert_eq!(c.results_dir, PathBuf::from("dir/results/t"));
+    }
+
+    #[test]
+    fn duplicate_ids_unknown_placeholders_and_bad_baseline_point_at_the_value() {
+        let text = format!("{HEAD}[[matrix]]\nid = \"same\"\ntp = [1, 2]\n{WL}");
+        let e = campaign(&text).unwrap_err();
+        assert!(e.message.contains("used twice"), "{}", e.message);
+        assert_eq!(e.line, 9);
+        let text = format!("{HEAD}[[matrix]]\nid = \"x-{{gpu}}\"\n{WL}");
+        assert!(campaign(&text)
+            .unwrap_err()
+            .message
+            .contains("unknown placeholder"));
+        let text = format!("{HEAD}[[server]]\nid = \"a\"\n[run]\nbaseline = \"b\"\n{WL}");
+        let e = campaign(&text).unwrap_err();
+        assert!(e.message.contains("ids: a"), "{}", e.message);
+        assert_eq!(e.line, 11);
+    }
+}

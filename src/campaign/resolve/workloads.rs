@@ -1,0 +1,540 @@
+//! Workload points and SLO searches: each `[[workload]]` expanded over its
+//! loads, lengths and repetitions, with its prompt source resolved.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::super::{CampaignError, OneOrMany, RawCampaign, Source};
+use super::{base_dir, check_path_id, relative};
+use crate::client::openai::Api;
+use crate::load::schedule::{Arrival, LoadShape};
+use crate::search::{Axis, SearchSpec};
+use crate::util::units::{parse_duration, parse_slo, Slo};
+use crate::workload::PromptSelection;
+
+/// Largest prompt or output length accepted, so a typo cannot allocate terabytes of prompt.
+pub const MAX_TOKENS: u64 = 10_000_000;
+
+/// Where a workload's prompts come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PromptSource {
+    /// Filler text of exactly `input_len` tokens, unique per request.
+    Synthetic,
+    /// Built-in prompt kinds, sampled with the seed.
+    PromptKinds {
+        /// Kind names.
+        kinds: Vec<String>,
+    },
+    /// A ShareGPT or JSONL dataset.
+    Dataset {
+        /// The file.
+        path: PathBuf,
+        /// Its format.
+        format: crate::workload::DatasetFormat,
+    },
+    /// Multi-turn sessions; `num_requests` counts sessions.
+    Scenario {
+        /// Built-in name or file path.
+        name: String,
+    },
+}
+
+/// One workload point: a cell's worth of load against one server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadPoint {
+    /// Workload name.
+    pub workload: String,
+    /// API flavour.
+    pub api: Api,
+    /// Prompt source.
+    pub source: PromptSource,
+    /// Prompt tokens.
+    pub input_len: u64,
+    /// Output tokens.
+    pub output_len: u64,
+    /// Load level.
+    pub load: LoadShape,
+    /// Measured requests.
+    pub num_requests: Option<u64>,
+    /// Dispatch window, s.
+    pub duration_s: Option<f64>,
+    /// Warm-up requests.
+    pub warmup: u64,
+    /// Exact output lengths forced.
+    pub ignore_eos: bool,
+    /// Shared prompt prefix tokens.
+    pub shared_prefix: u64,
+    /// SLOs for goodput.
+    pub slos: Vec<Slo>,
+    /// Seed.
+    pub seed: u64,
+    /// Repetition index (0-based).
+    pub repetition: u32,
+}
+
+impl WorkloadPoint {
+    /// A readable, file-name-safe name unique within a server.
+    pub fn cell_name(&self) -> String {
+        let load = match self.load {
+            LoadShape::Concurrency { value } => format!("c{value}"),
+            LoadShape::Rate { value, .. } => format!("rate{value}"),
+        };
+        let input = match self.source {
+            PromptSource::Synthetic => format!("in{}", self.input_len),
+            PromptSource::PromptKinds { .. } => "kinds".to_string(),
+            PromptSource::Dataset { .. } => "dataset".to_string(),
+            PromptSource::Scenario { .. } => "sessions".to_string(),
+        };
+        let mut name = format!("{}-{input}-out{}-{load}", self.workload, self.output_len);
+        if self.repetition > 0 {
+            name.push_str(&format!("-rep{}", self.repetition));
+        }
+        name.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    }
+
+    /// The same point at another repetition (its own seed).
+    pub fn with_repetition(&self, repetition: u32) -> WorkloadPoint {
+        let base = self
+            .seed
+            .wrapping_sub(u64::from(self.repetition).wrapping_mul(REPETITION_SEED_STRIDE));
+        WorkloadPoint {
+            seed: repetition_seed(base, repetition),
+            repetition,
+            ..self.clone()
+        }
+    }
+
+    /// Total tokens one request occupies (prompt + output).
+    pub fn request_tokens(&self) -> u64 {
+        self.input_len + self.output_len
+    }
+}
+
+/// An SLO search of one workload point: its probes are the point at the
+/// grid's loads, each an ordinary cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Search {
+    /// The probe point at `min`; the other probes differ only in load.
+    pub base: WorkloadPoint,
+    /// Bounds, axis and grid.
+    pub spec: SearchSpec,
+}
+
+impl Search {
+    /// The search's name, unique within a campaign: the cell name without its load.
+    pub fn name(&self) -> String {
+        let cell = self.base.cell_name();
+        match cell.rfind('-') {
+            Some(i) => cell[..i].to_string(),
+            None => cell,
+        }
+    }
+
+    /// The probe at grid index `k`.
+    pub fn probe(&self, k: u64) -> WorkloadPoint {
+        let value = self.spec.level(k);
+        let mut w = self.base.clone();
+        w.load = match w.load {
+            LoadShape::Concurrency { .. } => LoadShape::Concurrency {
+                value: value as u32,
+            },
+            LoadShape::Rate {
+                arrival,
+                burstiness,
+                max_concurrency,
+                ..
+            } => LoadShape::Rate {
+                value,
+                arrival,
+                burstiness,
+                max_concurrency,
+            },
+        };
+        w
+    }
+
+    /// The grid index of a point's load, when it is one of this search's probes.
+    pub fn index_of(&self, w: &WorkloadPoint) -> Option<u64> {
+        let load = match w.load {
+            LoadShape::Concurrency { value } => f64::from(value),
+            LoadShape::Rate { value, .. } => value,
+        };
+        let k = self.spec.index_of(load)?;
+        (self.probe(k) == *w).then_some(k)
+    }
+}
+
+/// Seed offset between repetitions, so each draws other prompts and arrivals.
+const REPETITION_SEED_STRIDE: u64 = 7919;
+
+/// The seed of repetition `repetition` of a point seeded `base`.
+fn repetition_seed(base: u64, repetition: u32) -> u64 {
+    base.wrapping_add(u64::from(repetition).wrapping_mul(REPETITION_SEED_STRIDE))
+}
+
+/// Fixed workload points and searches.
+type Expanded = (Vec<WorkloadPoint>, Vec<Search>);
+
+/// Every workload's fixed points (each repeated `repetitions` times) and searches.
+pub(super) fn expand_workloads(
+    raw: &RawCampaign,
+    src: &Source,
+    repetitions: u32,
+) -> Result<Expanded, CampaignError> {
+    if raw.workloads.is_empty() {
+        return Err(src.error_at(src.text.len(), "the campaign declares no [[workload]]"));
+    }
+    let mut names = BTreeSet::new();
+    let mut out = Vec::new();
+    let mut searches = Vec::new();
+    for w in &raw.workloads {
+        let name = w.name.get_ref().clone();
+        if !names.insert(name.clone()) {
+            return Err(src.error(&w.name, format!("workload `{name}` is declared twice")));
+        }
+        if let Err(rule) = check_path_id(&name) {
+            return Err(src.error(&w.name, format!("workload name `{name}` {rule}")));
+        }
+        let search = match &w.search {
+            None => None,
+            Some(sp) => {
+                if w.concurrency.is_some() || w.rate.is_some() {
+                    return Err(src.error(
+                        sp,
+                        format!("workload `{name}`: a search chooses the loads itself; remove `concurrency` and `rate`, or the search"),
+                    ));
+                }
+                let r = sp.get_ref();
+                let bounds = crate::search::parse_bounds(r.slo.get_ref())
+                    .map_err(|e| src.error(&r.slo, e))?;
+                let spec = SearchSpec::new(bounds, r.over, r.min, r.max, r.step)
+                    .map_err(|e| src.error(sp, format!("workload `{name}`: {e}")))?;
+                Some(spec)
+            }
+        };
+        let loads: Vec<LoadShape> = match (&w.concurrency, &w.rate) {
+            (None, None) if search.is_some() => {
+                let spec = search.as_ref().expect("checked");
+                let burstiness = w.burstiness.unwrap_or(1.0);
+                if burstiness <= 0.0 || burstiness.is_nan() {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: burstiness must be positive"),
+                    ));
+                }
+                match spec.axis {
+                    Axis::Concurrency => vec![
+                        LoadShape::Concurrency {
+                            value: spec.min as u32,
+                        },
+                        LoadShape::Concurrency {
+                            value: spec.max as u32,
+                        },
+                    ],
+                    Axis::Rate => vec![spec.min, spec.max]
+                        .into_iter()
+                        .map(|value| LoadShape::Rate {
+                            value,
+                            arrival: w.arrival.unwrap_or(Arrival::Poisson),
+                            burstiness: w.burstiness.unwrap_or(1.0),
+                            max_concurrency: w.max_concurrency,
+                        })
+                        .collect(),
+                }
+            }
+            (Some(c), None) => {
+                let v = c.to_vec();
+                if v.is_empty() {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: concurrency = [] measures nothing; list at least one value, e.g. concurrency = [1]"),
+                    ));
+                }
+                if v.contains(&0) {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: concurrency must be at least 1"),
+                    ));
+                }
+                v.into_iter()
+                    .map(|value| LoadShape::Concurrency { value })
+                    .collect()
+            }
+            (None, Some(r)) => {
+                let burstiness = w.burstiness.unwrap_or(1.0);
+                if burstiness <= 0.0 || burstiness.is_nan() {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: burstiness must be positive"),
+                    ));
+                }
+                let mut v = Vec::new();
+                if r.to_vec().is_empty() {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: rate = [] measures nothing; list at least one value, e.g. rate = [1.0]"),
+                    ));
+                }
+                for value in r.to_vec() {
+                    if !(value > 0.0 && value.is_finite()) {
+                        return Err(src.error(
+                            &w.name,
+                            format!("workload `{name}`: rates must be positive, got {value}"),
+                        ));
+                    }
+                    v.push(LoadShape::Rate {
+                        value,
+                        arrival: w.arrival.unwrap_or(Arrival::Poisson),
+                        burstiness,
+                        max_concurrency: w.max_concurrency,
+                    });
+                }
+                v
+            }
+            (Some(_), Some(_)) => {
+                return Err(src.error(
+                    &w.name,
+                    format!("workload `{name}`: give `concurrency` or `rate`, not both"),
+                ))
+            }
+            (None, None) => {
+                return Err(src.error(
+                    &w.name,
+                    format!(
+                        "workload `{name}`: give `concurrency` (closed loop) or `rate` (open loop)"
+                    ),
+                ))
+            }
+        };
+        let duration_s = match &w.duration {
+            None => None,
+            Some(d) => Some(
+                parse_duration(d.get_ref())
+                    .map_err(|e| src.error(d, e))?
+                    .as_secs_f64(),
+            ),
+        };
+        for load in &loads {
+            let checked = match load {
+                LoadShape::Concurrency { value } => {
+                    crate::load::check_concurrency(u64::from(*value))
+                }
+                LoadShape::Rate { value, .. } => crate::load::schedule::check_rate_within(
+                    *value,
+                    duration_s.map(std::time::Duration::from_secs_f64),
+                ),
+            };
+            checked.map_err(|e| src.error(&w.name, format!("workload `{name}`: {e}")))?;
+        }
+        if w.num_requests.is_none() && duration_s.is_none() {
+            return Err(src.error(
+                &w.name,
+                format!(
+                    "workload `{name}`: give `num_requests` and/or `duration` so every cell ends"
+                ),
+            ));
+        }
+        if w.num_requests == Some(0) {
+            return Err(src.error(
+                &w.name,
+                format!("workload `{name}`: num_requests must be at least 1"),
+            ));
+        }
+        let slos = w
+            .slo
+            .iter()
+            .map(|s| parse_slo(s.get_ref()).map_err(|e| src.error(s, e)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let chosen = [
+            w.prompt_kinds.is_some(),
+            w.dataset.is_some(),
+            w.scenario.is_some(),
+        ];
+        if chosen.iter().filter(|c| **c).count() > 1 {
+            return Err(src.error(&w.name, format!("workload `{name}`: give at most one of `prompt_kinds`, `dataset` and `scenario`")));
+        }
+        let source = match &w.prompt_kinds {
+            None if w.dataset.is_some() => {
+                let d = w.dataset.as_ref().expect("checked");
+                let path = relative(&base_dir(src), d.get_ref());
+                let format = match w.dataset_format {
+                    Some(f) => f,
+                    None => crate::workload::DatasetFormat::from_path(&path)
+                        .map_err(|e| src.error(d, e.to_string()))?,
+                };
+                if !path.exists() {
+                    return Err(src.error(d, format!("dataset {} does not exist", path.display())));
+                }
+                PromptSource::Dataset { path, format }
+            }
+            None if w.scenario.is_some() => {
+                let sc = w.scenario.as_ref().expect("checked");
+                let mut name = sc.get_ref().clone();
+                if !crate::workload::session::BUILTIN_SCENARIOS.contains(&name.as_str()) {
+                    name = relative(&base_dir(src), &name).display().to_string();
+                }
+                crate::workload::session::resolve(&name)
+                    .map_err(|e| src.error(sc, e.to_string()))?;
+                if w.api != Some(Api::Chat) {
+                    return Err(src.error(sc, format!("workload `{name}`: scenarios need `api = \"chat\"`: each turn carries the conversation so far")));
+                }
+                PromptSource::Scenario { name }
+            }
+            None => PromptSource::Synthetic,
+            Some(k) => {
+                let text = k.get_ref().to_vec().join(",");
+                let sel: PromptSelection = text
+                    .parse()
+                    .map_err(|e: crate::workload::WorkloadError| src.error(k, e.to_string()))?;
+                PromptSource::PromptKinds {
+                    kinds: sel.kinds().iter().map(|k| k.name().to_string()).collect(),
+                }
+            }
+        };
+        let inputs = match (&source, &w.input_len) {
+            (PromptSource::Synthetic, l) => l.as_ref().map(OneOrMany::to_vec).unwrap_or_else(|| vec![128]),
+            (_, Some(_)) => {
+                return Err(src.error(&w.name, format!("workload `{name}`: `input_len` applies to synthetic prompts only; prompt kinds, datasets and scenarios have their own lengths")))
+            }
+            // Their own lengths; 0 keeps the ETA and context checks from inventing one.
+            (_, None) => vec![0],
+        };
+        let outputs = w
+            .output_len
+            .as_ref()
+            .map(OneOrMany::to_vec)
+            .unwrap_or_else(|| vec![256]);
+        if inputs.is_empty() || outputs.is_empty() {
+            return Err(src.error(
+                &w.name,
+                format!("workload `{name}`: input_len and output_len need at least one value when given"),
+            ));
+        }
+        if let Some(&big) = inputs.iter().chain(&outputs).find(|&&n| n > MAX_TOKENS) {
+            return Err(src.error(
+                &w.name,
+                format!("workload `{name}`: {big} tokens is beyond any model's context; lengths are limited to {MAX_TOKENS}"),
+            ));
+        }
+        if outputs.contains(&0) {
+            return Err(src.error(
+                &w.name,
+                format!("workload `{name}`: output_len must be at least 1"),
+            ));
+        }
+        for &input_len in &inputs {
+            for &output_len in &outputs {
+                let point = |load: LoadShape, repetition: u32| WorkloadPoint {
+                    workload: name.clone(),
+                    api: w.api.unwrap_or(Api::Completions),
+                    source: source.clone(),
+                    input_len,
+                    output_len,
+                    load,
+                    num_requests: w.num_requests,
+                    duration_s,
+                    warmup: w.warmup.unwrap_or(0),
+                    ignore_eos: w.ignore_eos.unwrap_or(true),
+                    shared_prefix: w.shared_prefix.unwrap_or(0),
+                    slos: slos.clone(),
+                    seed: repetition_seed(w.seed.unwrap_or(0), repetition),
+                    repetition,
+                };
+                if let Some(spec) = &search {
+                    // The extremes were only checked above; probes start at `min`.
+                    searches.push(Search {
+                        base: point(loads[0], 0),
+                        spec: spec.clone(),
+                    });
+                    continue;
+                }
+                for load in &loads {
+                    for repetition in 0..repetitions {
+                        out.push(point(*load, repetition));
+                    }
+                }
+            }
+        }
+    }
+    Ok((out, searches))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{campaign, HEAD, WL};
+    use super::*;
+
+    #[test]
+    fn a_search_is_one_point_per_length_and_its_probes_differ_only_in_load() {
+        let text = format!(
+            "{HEAD}[[workload]]\nname = \"s\"\noutput_len = [64, 128]\nnum_requests = 8\nsearch = {{ slo = \"tpot_p50=30ms\", over = \"concurrency\", min = 2, max = 64, step = 2 }}\n"
+        );
+        let c = campaign(&text).unwrap();
+        assert!(c.workloads.is_empty());
+        let names: Vec<String> = c.searches.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["s-in128-out64", "s-in128-out128"]);
+        let s = &c.searches[0];
+        let p = s.probe(3);
+        assert_eq!(p.load, LoadShape::Concurrency { value: 8 });
+        assert_eq!(p.cell_name(), "s-in128-out64-c8");
+        assert_eq!(s.index_of(&p), Some(3));
+        // A point of another search (other output length) is not a probe of this one.
+        assert_eq!(s.index_of(&c.searches[1].probe(3)), None);
+    }
+
+    #[test]
+    fn another_repetition_of_a_point_is_the_point_that_repetition_expands_to() {
+        let c = campaign(&format!("{HEAD}[run]\nrepetitions = 3\n{WL}")).unwrap();
+        let reps: Vec<&WorkloadPoint> = c
+            .workloads
+            .iter()
+            .filter(|w| w.load == c.workloads[0].load && w.output_len == c.workloads[0].output_len)
+            .collect();
+        assert_eq!(reps.len(), 3);
+        for a in &reps {
+            for b in &reps {
+                assert_eq!(a.with_repetition(b.repetition), **b);
+            }
+        }
+        assert_ne!(reps[0].seed, reps[1].seed);
+    }
+
+    #[test]
+    fn workloads_need_one_load_kind_and_an_end() {
+        let both = format!(
+            "{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\nrate = 2.0\nnum_requests = 1\n"
+        );
+        assert!(campaign(&both).unwrap_err().message.contains("not both"));
+        let endless = format!("{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\n");
+        assert!(campaign(&endless)
+            .unwrap_err()
+            .message
+            .contains("num_requests"));
+        let bad_slo = format!("{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\nnum_requests = 1\nslo = [\"ttft=2\"]\n");
+        let e = campaign(&bad_slo).unwrap_err();
+        assert!(e.message.contains("no unit"));
+        assert_eq!(e.line, 12);
+        let bad_kind = format!("{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\nnum_requests = 1\nprompt_kinds = [\"fibonacci\", \"limerick\"]\n");
+        let e = campaign(&bad_kind).unwrap_err();
+        assert!(e.message.contains("haiku"), "{}", e.message);
+    }
+
+    #[test]
+    fn cell_names_are_readable_and_distinct() {
+        let c = campaign(&format!("{HEAD}[run]\nrepetitions = 2\n{WL}")).unwrap();
+        let names: BTreeSet<String> = c.workloads.iter().map(|w| w.cell_name()).collect();
+        assert_eq!(names.len(), 8);
+        assert!(names.contains("w-in128-out1024-c4-rep1"));
+    }
+}
