@@ -1,33 +1,35 @@
 //! # servebench
 //!
-//! Benchmark campaigns against LLM serving engines. Layout map, in layers;
-//! a module uses only modules of lower layers (`tests/module_graph.rs`
-//! checks that the graph has no cycle):
+//! Benchmark campaigns against LLM serving engines.
 //!
-//! 0. [`util`] (units, shell quoting, atomic writes, secrets), [`memory`]
-//!    (GPU memory, KV capacity, GPU datasheets; pure), [`telemetry`]
-//!    (Prometheus, engine logs, GPU samples; pure parsers), [`workload`]
-//!    (tokenizers, exact-length prompts, prompt kinds, datasets, scenarios).
-//! 1. [`failure`] (failure classes with evidence), [`engine`] (server specs
-//!    to engine command lines), [`client`] (streaming OpenAI-compatible HTTP
-//!    client, SSE, raw records), [`sim`] (the built-in simulated server).
-//! 2. [`load`] (arrival schedules, request sources, the one load driver and
-//!    its live view), [`ui`] (progress bar, terminal tables), [`metrics`]
-//!    (statistics, goodput, level summaries, judgment from raw records),
-//!    [`search`] (SLO search: probe order and boundaries; pure).
-//! 3. [`campaign`] (the TOML schema, matrix expansion, validation),
-//!    [`store`] (per-cell results, identities, the results directory).
-//! 4. [`report`] (tables, CSV, JSON, HTML, compare), [`cli`] (arguments as
-//!    typed, no logic).
-//! 5. [`plan`] (what will run, feasibility, ETAs), [`launcher`] (local, ssh,
-//!    systemd and Slurm process and job builders).
-//! 6. [`runner`] (measuring a campaign: groups, parallel slots, Slurm
-//!    submission, live ETA, the run summary).
-//! 7. [`cmd`] (one module per subcommand: arguments in, exit code out).
+//! Layout map, lowest first: each module uses only modules listed above it
+//! (`tests/module_graph.rs` checks this order against the source, and that
+//! the graph has no cycle):
 //!
-//! `campaign`, `plan`, `memory`, `metrics`, `search` and `report` are pure: no async
-//! runtime, processes or sockets, and file access only at their named
-//! loading and writing entry points.
+//! - [`util`]: units, shell quoting, atomic writes, secrets, the seeded generator.
+//! - [`memory`]: GPU memory, KV capacity, GPU datasheets (pure).
+//! - [`telemetry`]: Prometheus, engine logs, GPU samples (pure parsers).
+//! - [`failure`]: failure classes with their evidence.
+//! - [`engine`]: server configs to engine command lines.
+//! - [`client`]: the streaming OpenAI-compatible HTTP client, SSE, raw records.
+//! - [`workload`]: tokenizers, exact-length prompts, prompt kinds, datasets, scenarios.
+//! - [`sim`]: the built-in simulated server.
+//! - [`load`]: arrival schedules, request sources, the one load driver and its live view.
+//! - [`ui`]: progress line and terminal tables.
+//! - [`metrics`]: statistics, goodput, level summaries, judgment from raw records (pure).
+//! - [`search`]: SLO search, probe order and boundaries (pure).
+//! - [`campaign`]: the TOML schema, matrix and workload expansion, validation (pure).
+//! - [`store`]: per-cell results, identities, the results directory.
+//! - [`report`]: the report model and its tables, CSV, JSON, HTML, compare (pure).
+//! - [`cli`]: arguments as typed, no logic.
+//! - [`plan`]: what will run, feasibility, ETAs (pure).
+//! - [`launcher`]: local, ssh, systemd and Slurm process and job builders.
+//! - [`runner`]: measuring a campaign: groups, levels, parallel slots, Slurm
+//!   submission, live ETA, the run summary.
+//! - [`cmd`]: one module per subcommand: arguments in, exit code out.
+//!
+//! The modules marked pure use no async runtime, processes or sockets, and
+//! touch files only at their named loading and writing entry points.
 
 pub mod campaign;
 pub mod cli;

@@ -285,6 +285,38 @@ fn top_level_modules_import_each_other_without_a_cycle() {
     }
 }
 
+/// The modules of the layout map in `src/lib.rs`, in the order it lists them.
+fn layout_map_order() -> Vec<String> {
+    let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
+    lib.lines()
+        .filter_map(|l| l.strip_prefix("//! - [`"))
+        .filter_map(|l| l.split_once("`]").map(|(m, _)| m.to_string()))
+        .collect()
+}
+
+#[test]
+fn the_layout_map_lists_every_module_after_all_it_uses() {
+    let c = load();
+    let g = graph(&c);
+    let order = layout_map_order();
+    let listed: BTreeSet<String> = order.iter().cloned().collect();
+    assert_eq!(
+        listed.len(),
+        order.len(),
+        "a module listed twice: {order:?}"
+    );
+    assert_eq!(listed, c.modules, "the map and the crate's modules differ");
+    for (i, m) in order.iter().enumerate() {
+        for (dep, files) in g.get(m).into_iter().flatten() {
+            let at = order.iter().position(|o| o == dep).unwrap();
+            assert!(
+                at < i,
+                "{m} uses {dep} (in {files:?}), listed after it in src/lib.rs"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_cycle_finder_finds_a_planted_cycle_and_the_reference_parser_reads_use_groups() {
     let modules: BTreeSet<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
