@@ -17,7 +17,8 @@ use servebench::failure::{Failure, FailureClass};
 use servebench::load::driver::LevelRun;
 use servebench::load::schedule::LoadShape;
 use servebench::metrics::level::summarize;
-use servebench::report::{self, CampaignMeta, Format};
+use servebench::report::{self, Format};
+use servebench::store::meta::CampaignMeta;
 use servebench::store::{CellResult, CellStatus, Store};
 use servebench::util::units::parse_slo;
 

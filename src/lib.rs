@@ -6,7 +6,8 @@
 //! (`tests/module_graph.rs` checks this order against the source, and that
 //! the graph has no cycle):
 //!
-//! - [`util`]: units, shell quoting, atomic writes, secrets, the seeded generator.
+//! - [`util`]: units, shell quoting, atomic writes, secrets, the seeded generator,
+//!   plain-text tables.
 //! - [`memory`]: GPU memory, KV capacity, GPU datasheets (pure).
 //! - [`telemetry`]: Prometheus, engine logs, GPU samples (pure parsers).
 //! - [`failure`]: failure classes with their evidence.
@@ -15,11 +16,11 @@
 //! - [`workload`]: tokenizers, exact-length prompts, prompt kinds, datasets, scenarios.
 //! - [`sim`]: the built-in simulated server.
 //! - [`load`]: arrival schedules, request sources, the one load driver and its live view.
-//! - [`ui`]: progress line and terminal tables.
+//! - [`ui`]: the live progress line (on tokio).
 //! - [`metrics`]: statistics, goodput, level summaries, judgment from raw records (pure).
 //! - [`search`]: SLO search, probe order and boundaries (pure).
 //! - [`campaign`]: the TOML schema, matrix and workload expansion, validation (pure).
-//! - [`store`]: per-cell results, identities, the results directory.
+//! - [`store`]: per-cell results, identities, `campaign.json`, the results directory.
 //! - [`report`]: the report model and its tables, CSV, JSON, HTML, compare (pure).
 //! - [`cli`]: arguments as typed, no logic.
 //! - [`plan`]: what will run, feasibility, ETAs (pure).

@@ -20,7 +20,8 @@ use servebench::load::schedule::LoadShape;
 use servebench::metrics::level::summarize;
 use servebench::report::charts::ChartSection;
 use servebench::report::model::{build, Report, ReportOptions};
-use servebench::report::{CampaignMeta, Format, ResultSet};
+use servebench::report::{Format, ResultSet};
+use servebench::store::meta::CampaignMeta;
 use servebench::store::{CellResult, CellStatus};
 use servebench::util::units::parse_slo;
 

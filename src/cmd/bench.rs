@@ -21,8 +21,8 @@ use crate::load::schedule::LoadShape;
 use crate::load::workloads::{Prompts, SourceSpec};
 use crate::metrics::level::LevelSummary;
 use crate::runner::measure::{measure_level, LevelJob};
-use crate::ui::table;
 use crate::util::fsx;
+use crate::util::table;
 use crate::util::units::{parse_duration, parse_list, parse_slo, Slo};
 
 /// Version of the bench result file layout.

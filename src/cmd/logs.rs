@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use crate::{cli, failure, telemetry, ui};
+use crate::{cli, failure, telemetry};
 
 /// `servebench logs`: the facts and failure cause in an engine log.
 pub fn run(a: cli::LogsArgs) -> anyhow::Result<ExitCode> {
@@ -35,7 +35,7 @@ pub fn run(a: cli::LogsArgs) -> anyhow::Result<ExitCode> {
             rows.push(vec![k.clone(), failure::truncate(&shown, 200)]);
         }
     }
-    print!("{}", ui::table::render(&["fact", "value"], &rows));
+    print!("{}", crate::util::table::render(&["fact", "value"], &rows));
     if let Some(cause) = telemetry::logscan::classify_failure(&text) {
         println!(
             "failure cause: {:?} at line {}: {}",

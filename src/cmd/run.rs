@@ -45,6 +45,11 @@ pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
     // The campaign's description lets `report` find the baseline and order
     // later; the report itself is best effort: a failure to write it must
     // not hide the run's own outcome.
+    if c.results_dir.join("cells").is_dir() {
+        if let Err(e) = store::meta::CampaignMeta::from_campaign(&c).write(&c.results_dir) {
+            eprintln!("campaign.json not written: {e}");
+        }
+    }
     match report::write_for_campaign(&c) {
         Ok(Some(p)) => eprintln!("report: {}", p.display()),
         Ok(None) => {}

@@ -18,8 +18,8 @@ use crate::engine::{self, ServerSpec};
 use crate::search::{self, Outcome, SearchSpec, Step};
 use crate::store::identity::{cell_identity, model_config_digest};
 use crate::store::{probe_verdict, CellStatus, StoreIndex, StoredCell};
-use crate::ui::table;
 use crate::util::shell::shell_words;
+use crate::util::table;
 use crate::util::units::{fmt_eta, fmt_s};
 use filter::Filter;
 
@@ -221,7 +221,7 @@ pub fn server_spec(c: &Campaign, s: &ServerConfig) -> ServerSpec {
 pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &str) -> Plan {
     let digest = model_config_digest(&c.model);
     let model_info = feasibility::load_model(c);
-    let est = estimator(c, index, &opts.prior_results);
+    let est = estimator(c, index, &opts.prior_results, model_info.as_ref());
     let mut groups = Vec::new();
     let mut filtered_out = 0;
     for s in &c.servers {
@@ -525,8 +525,15 @@ fn stored_verdict(
 
 /// The estimator for a campaign: priors per server config, corrected by
 /// the stored cells of this campaign and of the `--prior-results` given.
-pub fn estimator(c: &Campaign, index: &StoreIndex, prior_results: &[PathBuf]) -> eta::Estimator {
-    let model_info = feasibility::load_model(c);
+///
+/// `model_info` is the model's `config.json` as [`feasibility::load_model`]
+/// read it: the caller reads it once for the feasibility checks and this.
+pub fn estimator(
+    c: &Campaign,
+    index: &StoreIndex,
+    prior_results: &[PathBuf],
+    model_info: Option<&Result<crate::memory::ModelInfo, String>>,
+) -> eta::Estimator {
     let mut e = eta::Estimator {
         speeds: BTreeMap::new(),
         startup_priors: BTreeMap::new(),
@@ -534,7 +541,7 @@ pub fn estimator(c: &Campaign, index: &StoreIndex, prior_results: &[PathBuf]) ->
         calibration: eta::Calibration::default(),
     };
     for s in &c.servers {
-        let (speed, startup) = prior_for(c, s, model_info.as_ref());
+        let (speed, startup) = prior_for(c, s, model_info);
         e.speeds.insert(s.id.clone(), speed);
         e.startup_priors.insert(s.id.clone(), startup);
         e.keys.insert(s.id.clone(), eta::server_key(s));
@@ -567,7 +574,7 @@ pub fn estimator(c: &Campaign, index: &StoreIndex, prior_results: &[PathBuf]) ->
     }
     for dir in prior_results {
         for p in prior::load(dir, c) {
-            let (speed, startup) = prior_for(c, &p.server, model_info.as_ref());
+            let (speed, startup) = prior_for(c, &p.server, model_info);
             let mut w = p.workload;
             w.warmup = 0;
             let key = eta::server_key(&p.server);

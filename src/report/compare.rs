@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::model::{status_text, usable, Spread};
 use super::ResultSet;
 use crate::store::CellResult;
-use crate::ui::table;
+use crate::util::table;
 
 /// How many noise widths a change must exceed to be flagged.
 pub const NOISE_FACTOR: f64 = 3.0;

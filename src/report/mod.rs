@@ -24,68 +24,12 @@ pub mod table;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
 
 use crate::campaign::Campaign;
+use crate::store::meta::CampaignMeta;
 use crate::store::{CellResult, Store};
 
 pub use model::{build, Report, ReportOptions};
-
-/// Name of the campaign description file in a results directory.
-pub const CAMPAIGN_FILE: &str = "campaign.json";
-/// Version of the `campaign.json` layout.
-pub const CAMPAIGN_SCHEMA_VERSION: u32 = 1;
-
-/// What a report needs to know about the campaign beyond the cells.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CampaignMeta {
-    /// Layout version.
-    pub schema_version: u32,
-    /// Campaign name.
-    pub name: String,
-    /// Free text.
-    pub description: Option<String>,
-    /// Server id speedups are computed against.
-    pub baseline: Option<String>,
-    /// Server ids in declaration order.
-    pub servers: Vec<String>,
-    /// Workload names in declaration order.
-    #[serde(default)]
-    pub workloads: Vec<String>,
-    /// SLO searches, replayed from the stored probes.
-    #[serde(default)]
-    pub searches: Vec<crate::campaign::resolve::Search>,
-}
-
-impl CampaignMeta {
-    /// The description of a resolved campaign.
-    pub fn from_campaign(c: &Campaign) -> Self {
-        let mut workloads: Vec<String> = Vec::new();
-        for w in c.workloads.iter().chain(c.searches.iter().map(|s| &s.base)) {
-            if !workloads.contains(&w.workload) {
-                workloads.push(w.workload.clone());
-            }
-        }
-        Self {
-            schema_version: CAMPAIGN_SCHEMA_VERSION,
-            name: c.name.clone(),
-            description: c.description.clone(),
-            baseline: c.run.baseline.clone(),
-            servers: c.servers.iter().map(|s| s.id.clone()).collect(),
-            workloads,
-            searches: c.searches.clone(),
-        }
-    }
-
-    /// Write it into a results directory.
-    pub fn write(&self, dir: &Path) -> std::io::Result<PathBuf> {
-        let p = dir.join(CAMPAIGN_FILE);
-        let mut bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        bytes.push(b'\n');
-        crate::util::fsx::write_atomic(&p, &bytes)?;
-        Ok(p)
-    }
-}
 
 /// Stored results of one campaign, as read from its results directory.
 #[derive(Debug, Clone, Default)]
@@ -108,14 +52,7 @@ pub fn load(dir: &Path) -> anyhow::Result<ResultSet> {
             dir.display()
         );
     }
-    let meta = match std::fs::read(dir.join(CAMPAIGN_FILE)) {
-        Ok(b) => Some(
-            serde_json::from_slice(&b)
-                .with_context(|| format!("reading {}", dir.join(CAMPAIGN_FILE).display()))?,
-        ),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).context(format!("reading {}", dir.join(CAMPAIGN_FILE).display())),
-    };
+    let meta = crate::store::meta::read(dir)?;
     let (cells, bad) = Store::new(dir).load_all();
     Ok(ResultSet {
         dir_name: dir
@@ -179,14 +116,12 @@ pub trait Exporter: Sync {
     fn render(&self, report: &Report) -> Vec<u8>;
 }
 
-/// At the end of `run`: write `campaign.json` and, unless `[run] report =
-/// false`, every report file into the results directory; returns the HTML
-/// page's path when written.
+/// At the end of `run`, unless `[run] report = false`: every report file
+/// into the results directory; returns the HTML page's path when written.
 pub fn write_for_campaign(c: &Campaign) -> anyhow::Result<Option<PathBuf>> {
     if !c.results_dir.join("cells").is_dir() {
         return Ok(None);
     }
-    CampaignMeta::from_campaign(c).write(&c.results_dir)?;
     if !c.run.report {
         return Ok(None);
     }

@@ -5,7 +5,7 @@
 use super::model::{KindRow, PointRow, Report, Spread};
 use super::recommend::Excluded;
 use super::Exporter;
-use crate::ui::table;
+use crate::util::table;
 
 /// Renders the point table, the recommendation and the problem list as text.
 pub struct TableExporter;

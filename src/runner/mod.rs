@@ -128,10 +128,10 @@ pub async fn run_campaign(
         .await?;
     } else {
         let groups: Vec<&ServerGroup> = plan.groups.iter().filter(|g| g.needs_launch()).collect();
-        let est = plan
-            .estimator
-            .clone()
-            .unwrap_or_else(|| plan::estimator(c, &index, &opts.plan.prior_results));
+        let est = plan.estimator.clone().unwrap_or_else(|| {
+            let model = plan::feasibility::load_model(c);
+            plan::estimator(c, &index, &opts.plan.prior_results, model.as_ref())
+        });
         let live = eta::LiveEta::new(est, &groups);
         let leaders = search::Leaders::from_stored(c, &plan.groups, &store);
         parallel::run_groups(

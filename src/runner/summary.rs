@@ -8,9 +8,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use crate::campaign::Campaign;
 use crate::report::model::CellRow;
-use crate::report::{self, CampaignMeta, Report, ReportOptions, ResultSet};
+use crate::report::{self, Report, ReportOptions, ResultSet};
+use crate::store::meta::CampaignMeta;
 use crate::store::{CellResult, CellStatus, Store};
-use crate::ui::table;
+use crate::util::table;
 
 /// The stored results of the campaign's current cells, in plan order.
 pub fn current_cells(c: &Campaign, store: &Store) -> Vec<CellResult> {

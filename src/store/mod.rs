@@ -10,6 +10,7 @@
 //! while changing a setting makes them stale (kept on disk, never reused).
 
 pub mod identity;
+pub mod meta;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

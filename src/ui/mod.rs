@@ -12,8 +12,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::load::live::LiveView;
 
-pub mod table;
-
 /// Interval between plain progress lines when stderr is not a terminal.
 const LINE_INTERVAL: Duration = Duration::from_secs(10);
 

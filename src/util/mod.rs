@@ -1,10 +1,11 @@
 //! Small helpers shared across modules: units and their formatting, shell
-//! quoting, atomic file writes, process helpers, the seeded generator and
-//! secret redaction.
+//! quoting, atomic file writes, process helpers, the seeded generator,
+//! secret redaction and plain-text tables.
 
 pub mod fsx;
 pub mod proc;
 pub mod rng;
 pub mod secret;
 pub mod shell;
+pub mod table;
 pub mod units;
