@@ -82,12 +82,24 @@ impl std::fmt::Display for LoadShape {
 /// Longest mean gap between arrivals accepted when a level has no duration, s.
 pub const MAX_MEAN_GAP_S: f64 = 86_400.0;
 
+/// Highest request rate accepted, per second: far beyond what one load
+/// generator dispatches (about 10⁵ requests/s), so a larger one is a typo,
+/// and it keeps a rate's cell name short enough for a file name.
+pub const MAX_RATE: f64 = 1e6;
+
 /// Refuse a rate whose next arrival after the first lies beyond the level's
 /// bound (`duration`, else [`MAX_MEAN_GAP_S`]): such a level would send one
 /// request and then wait, possibly for longer than the universe has existed.
+/// Rates above [`MAX_RATE`] are refused too.
 pub fn check_rate_within(rate: f64, duration: Option<Duration>) -> Result<(), String> {
     if !(rate > 0.0 && rate.is_finite()) {
-        return Err(format!("rate `{rate}` must be a positive number"));
+        return Err(format!("rate `{rate:e}` must be a positive number"));
+    }
+    if rate > MAX_RATE {
+        return Err(format!(
+            "rate {rate:e}/s is beyond {MAX_RATE:e}/s, more than one load generator sends; \
+             to send every request at once, use a concurrency instead"
+        ));
     }
     if duration == Some(Duration::ZERO) {
         return Err("a duration of zero sends nothing; give a longer duration".into());
@@ -250,5 +262,8 @@ mod tests {
             .unwrap_err()
             .contains("one day"));
         assert!(check_rate_within(1.0, Some(Duration::ZERO)).is_err());
+        let e = check_rate_within(1e300, None).unwrap_err();
+        assert!(e.contains("1e300/s is beyond 1e6/s"), "{e}");
+        assert!(check_rate_within(MAX_RATE, None).is_ok());
     }
 }

@@ -126,6 +126,16 @@ impl fmt::Display for Bound {
     }
 }
 
+/// A load as a user would write it: plain for ordinary numbers, in
+/// scientific notation for extreme ones (Rust prints 1e-300 with 300 zeros).
+fn short(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && !(1e-4..1e7).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 /// Milliseconds as written in campaign files: `1s`, `1.5s`, `30ms`.
 pub fn fmt_ms(ms: f64) -> String {
     if ms >= 1000.0 {
@@ -278,17 +288,23 @@ impl SearchSpec {
         for (name, v) in [("min", min), ("max", max), ("step", step)] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(format!(
-                    "search `{name}` must be a positive number, not {v}"
+                    "search `{name}` must be a positive number, not {}",
+                    short(v)
                 ));
             }
             if axis == Axis::Concurrency && v.fract() != 0.0 {
                 return Err(format!(
-                    "search `{name}` over concurrency must be a whole number, not {v}"
+                    "search `{name}` over concurrency must be a whole number, not {}",
+                    short(v)
                 ));
             }
         }
         if max < min {
-            return Err(format!("search `max` ({max}) is below `min` ({min})"));
+            return Err(format!(
+                "search `max` ({}) is below `min` ({})",
+                short(max),
+                short(min)
+            ));
         }
         if axis == Axis::Concurrency && max > f64::from(u32::MAX) {
             return Err(format!(
@@ -299,7 +315,10 @@ impl SearchSpec {
         let points = ((max - min) / step).floor() + 1.0;
         if points > MAX_GRID_POINTS as f64 {
             return Err(format!(
-                "search grid from {min} to {max} in steps of {step} has {points:.0} points; at most {MAX_GRID_POINTS} (raise `step`)"
+                "search grid from {} to {} in steps of {} has {points:.3e} points; at most {MAX_GRID_POINTS} (raise `step`)",
+                short(min),
+                short(max),
+                short(step)
             ));
         }
         Ok(SearchSpec {
@@ -918,6 +937,9 @@ mod tests {
         assert!(e.contains("whole number"), "{e}");
         let e = SearchSpec::new(b.clone(), Axis::Rate, 1e-300, 1e300, None).unwrap_err();
         assert!(e.contains("at most 100000"), "{e}");
+        // Extreme loads are written as a user would, not with 300 digits.
+        assert!(e.contains("from 1e-300 to 1e300"), "{e}");
+        assert!(e.len() < 200, "{e}");
         let e = SearchSpec::new(b.clone(), Axis::Rate, 4.0, 2.0, None).unwrap_err();
         assert!(e.contains("below"), "{e}");
         let e = SearchSpec::new(b, Axis::Rate, f64::NAN, 2.0, None).unwrap_err();
