@@ -13,6 +13,8 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
+# Doc links must resolve: a broken one is a doc comment pointing nowhere.
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0

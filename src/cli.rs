@@ -177,7 +177,7 @@ pub struct RunArgs {
     /// Run up to N server configs side by side, on disjoint GPU sets.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallel: u32,
-    /// Start servers on this machine whatever [launcher] says (what each Slurm job runs).
+    /// Start servers on this machine whatever `[launcher]` says (what each Slurm job runs).
     #[arg(long)]
     pub local: bool,
 }

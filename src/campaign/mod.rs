@@ -3,7 +3,7 @@
 //!
 //! Every table denies unknown keys, closed sets are enums, and values whose
 //! meaning is checked later (durations, SLOs, ids) keep their source span so
-//! [`resolve`] can point at them too.
+//! [`resolve()`] can point at them too.
 
 pub mod launcher;
 pub mod resolve;

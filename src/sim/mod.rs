@@ -98,7 +98,7 @@ pub struct SimConfig {
     /// Fault: fraction of requests answered with HTTP 500.
     #[arg(long, default_value_t = 0.0)]
     pub error_rate: f64,
-    /// Fault: fraction of streams cut off half-way without [DONE].
+    /// Fault: fraction of streams cut off half-way without `[DONE]`.
     #[arg(long, default_value_t = 0.0)]
     pub truncate_rate: f64,
     /// Write log lines to stderr.
