@@ -332,7 +332,7 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
             campaign: None,
         };
         let label = job.label.clone();
-        let mut summary = measure_level(&endpoint, executor.clone(), job, &cancel)
+        let mut summary = measure_level(executor.clone(), job, &cancel)
             .await
             .map_err(|e| anyhow::anyhow!(e))?;
         summary.suspicious = crate::metrics::judge::suspicions(&summary.requests, args.ignore_eos);

@@ -182,7 +182,7 @@ pub struct Plan {
     pub unreadable: Vec<String>,
     /// The estimator behind the ETAs, for refining them while the campaign runs.
     #[serde(skip)]
-    pub estimator: Option<eta::Estimator>,
+    pub estimator: eta::Estimator,
 }
 
 /// Options that change verdicts.
@@ -336,7 +336,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             .iter()
             .map(|(p, e)| format!("{}: {e}", p.display()))
             .collect(),
-        estimator: Some(est),
+        estimator: est,
     }
 }
 

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Endpoint;
 use crate::load::driver::{run_level, HttpExecutor, LevelPlan};
 use crate::load::live::LiveView;
 use crate::load::workloads::{build_source, length_warnings, SourceSpec};
@@ -29,18 +28,18 @@ pub struct LevelJob<'a> {
     pub campaign: Option<CampaignEta>,
 }
 
-/// Build `job`'s requests, send them to `endpoint`, and summarize the level.
+/// Build `job`'s requests, send them to the executor's endpoint, and
+/// summarize the level.
 ///
 /// Building is timed: when it is slow (counting tokens over HTTP), a line
 /// says so, because that time is not part of the measured window.
 pub async fn measure_level(
-    endpoint: &Endpoint,
     executor: Arc<HttpExecutor>,
     job: LevelJob<'_>,
     cancel: &CancellationToken,
 ) -> Result<LevelSummary, String> {
     let built = std::time::Instant::now();
-    let (source, info) = build_source(&job.source, endpoint)
+    let (source, info) = build_source(&job.source, &executor.endpoint)
         .await
         .map_err(|e| format!("cannot build the requests: {e}"))?;
     let took = built.elapsed().as_secs_f64();

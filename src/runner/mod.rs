@@ -128,11 +128,7 @@ pub async fn run_campaign(
         .await?;
     } else {
         let groups: Vec<&ServerGroup> = plan.groups.iter().filter(|g| g.needs_launch()).collect();
-        let est = plan.estimator.clone().unwrap_or_else(|| {
-            let model = plan::feasibility::load_model(c);
-            plan::estimator(c, &index, &opts.plan.prior_results, model.as_ref())
-        });
-        let live = eta::LiveEta::new(est, &groups);
+        let live = eta::LiveEta::new(plan.estimator.clone(), &groups);
         let leaders = search::Leaders::from_stored(c, &plan.groups, &store);
         parallel::run_groups(
             c,
@@ -824,8 +820,8 @@ async fn measure(
     (estimate_s, rest_s): (f64, f64),
 ) -> Result<LevelSummary, String> {
     let w = &cell.workload;
+    let source = source_spec(c, w)?;
     let job = LevelJob {
-        source: source_spec(c, w)?,
         plan: LevelPlan {
             shape: w.load,
             stop: StopCondition {
@@ -833,17 +829,18 @@ async fn measure(
                 max_duration: w.duration_s.map(Duration::from_secs_f64),
             },
             warmup: w.warmup,
-            seed: draw_seed(w),
+            seed: source.seed,
         },
+        source,
         slos: &w.slos,
         label: format!("   {}", cell.name),
         campaign: Some(crate::ui::CampaignEta { estimate_s, rest_s }),
     };
     let executor = Arc::new(HttpExecutor {
-        endpoint: endpoint.clone(),
+        endpoint,
         request_timeout: c.run.request_timeout,
     });
-    measure_level(&endpoint, executor, job, cancel).await
+    measure_level(executor, job, cancel).await
 }
 
 #[cfg(test)]
