@@ -807,3 +807,84 @@ health_timeout = "20s"
     assert_eq!(verdicts.len(), 2);
     assert!(verdicts.iter().all(|v| *v == "cached"), "{verdicts:?}");
 }
+
+#[test]
+fn plan_probes_the_cpu_only_for_cpu_servers_and_scales_their_estimates_by_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Only the model's size enters the CPU prior: a sparse file of the
+    // SmolLM2 GGUF's size stands in for it.
+    let model = dir.path().join("model.gguf");
+    std::fs::File::create(&model)
+        .unwrap()
+        .set_len(98_362_432)
+        .unwrap();
+    let campaign = write_campaign(
+        dir.path(),
+        &format!(
+            r#"
+[campaign]
+name = "cpu-probe"
+results_dir = "results"
+[model]
+path = "{}"
+[engine]
+kind = "llamacpp"
+executable = ["llama-server"]
+args = ["--threads", "1"]
+[[server]]
+id = "ar"
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 256
+concurrency = 1
+num_requests = 4
+"#,
+            model.display()
+        ),
+    );
+    let (code, text, err) = run(&["plan", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.starts_with("CPU speed: probe "), "{text}");
+    let (code, json, err) = run(&["plan", "--json", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let probe = plan["cpu"]["probe_bytes_per_s"].as_f64().unwrap();
+    let factor = plan["cpu"]["factor"].as_f64().unwrap();
+    assert!(probe > 1e6, "{probe}");
+    let expected = (probe / servebench::plan::eta::REFERENCE_PROBE_BYTES_PER_S).clamp(0.05, 20.0);
+    assert!((factor - expected).abs() < 1e-9, "{factor} vs {expected}");
+    let basis = plan["groups"][0]["eta_basis"].as_str().unwrap();
+    assert!(basis.contains(&format!("× {factor:.2}")), "{basis}");
+
+    // The factor divides the CPU prior: start-up and the cell's load time.
+    let c = servebench::campaign::load_campaign(&campaign).unwrap();
+    let at = |factor: f64| {
+        let opts = servebench::plan::PlanOptions {
+            cpu: Some(servebench::plan::eta::CpuSpeed {
+                probe_bytes_per_s: None,
+                factor,
+            }),
+            ..Default::default()
+        };
+        let p = servebench::plan::build(&c, &Default::default(), &opts, "servebench");
+        let g = &p.groups[0];
+        let load = g.cells[0].eta_s - servebench::plan::eta::CELL_OVERHEAD_S;
+        (g.startup_eta_s, load)
+    };
+    let (startup1, load1) = at(1.0);
+    let (startup2, load2) = at(2.0);
+    assert!((load1 / load2 - 2.0).abs() < 1e-9, "{load1} vs {load2}");
+    let stop = servebench::plan::eta::stop_prior_s(servebench::engine::EngineKind::Llamacpp);
+    assert!(
+        ((startup1 - stop) / (startup2 - stop) - 2.0).abs() < 1e-9,
+        "{startup1} vs {startup2}"
+    );
+
+    // The simulator's estimates come from its own timing model: no probe.
+    let quick = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/quickstart.toml");
+    let (code, json, err) = run(&["plan", "--json", quick]);
+    assert_eq!(code, 0, "{err}");
+    let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(plan["cpu"].is_null(), "{}", plan["cpu"]);
+}

@@ -5,13 +5,20 @@ use std::process::ExitCode;
 
 use crate::{campaign, cli, launcher, plan, store, util};
 
-/// The plan options the selection flags ask for.
-pub fn plan_options(s: &cli::SelectArgs) -> anyhow::Result<plan::PlanOptions> {
+/// The plan options the selection flags ask for, with this machine's CPU
+/// speed when a server of `c` is estimated from the CPU priors.
+pub fn plan_options(
+    s: &cli::SelectArgs,
+    c: &campaign::Campaign,
+) -> anyhow::Result<plan::PlanOptions> {
     Ok(plan::PlanOptions {
         only: plan::filter::parse_filters(&s.only).map_err(|e| anyhow::anyhow!("--only: {e}"))?,
         force: s.force,
         rerun_failed: s.rerun_failed,
         prior_results: s.prior_results.clone(),
+        // About a tenth of a second, so only where the CPU priors are used.
+        cpu: plan::eta::uses_cpu_priors(c)
+            .then(|| plan::eta::CpuSpeed::from_probe(cpuprobe::int8_dot_bytes_per_s())),
     })
 }
 
@@ -34,7 +41,7 @@ pub fn job_args(s: &cli::SelectArgs) -> Vec<String> {
 /// `servebench plan`: what would run, with estimates and launch commands.
 pub fn run(a: cli::PlanArgs) -> anyhow::Result<ExitCode> {
     let c = campaign::load_campaign(&a.campaign)?;
-    let opts = plan_options(&a.select)?;
+    let opts = plan_options(&a.select, &c)?;
     let store = store::Store::new(&c.results_dir);
     let exe = std::env::current_exe()?.display().to_string();
     let p = plan::build(&c, &store.index(), &opts, &exe);

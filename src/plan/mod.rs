@@ -180,6 +180,8 @@ pub struct Plan {
     pub filtered_out: usize,
     /// Stored files that could not be read.
     pub unreadable: Vec<String>,
+    /// This machine's CPU speed, where the ETAs of CPU servers use it.
+    pub cpu: Option<eta::CpuSpeed>,
     /// The estimator behind the ETAs, for refining them while the campaign runs.
     #[serde(skip)]
     pub estimator: eta::Estimator,
@@ -196,6 +198,9 @@ pub struct PlanOptions {
     pub rerun_failed: bool,
     /// Results of earlier campaigns (same model and engine) the ETAs learn from.
     pub prior_results: Vec<PathBuf>,
+    /// This machine's CPU speed, when probed ([`eta::CpuSpeed`]); `None`:
+    /// the CPU priors' own machine is assumed.
+    pub cpu: Option<eta::CpuSpeed>,
 }
 
 /// The spec of a server config (port 0 until launch).
@@ -221,7 +226,7 @@ pub fn server_spec(c: &Campaign, s: &ServerConfig) -> ServerSpec {
 pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &str) -> Plan {
     let digest = model_config_digest(&c.model);
     let model_info = feasibility::load_model(c);
-    let est = estimator(c, index, &opts.prior_results, model_info.as_ref());
+    let est = estimator(c, index, opts, model_info.as_ref());
     let mut groups = Vec::new();
     let mut filtered_out = 0;
     for s in &c.servers {
@@ -336,6 +341,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             .iter()
             .map(|(p, e)| format!("{}: {e}", p.display()))
             .collect(),
+        cpu: opts.cpu,
         estimator: est,
     }
 }
@@ -531,17 +537,19 @@ fn stored_verdict(
 pub fn estimator(
     c: &Campaign,
     index: &StoreIndex,
-    prior_results: &[PathBuf],
+    opts: &PlanOptions,
     model_info: Option<&Result<crate::memory::ModelInfo, String>>,
 ) -> eta::Estimator {
+    let cpu = opts.cpu.unwrap_or(eta::CpuSpeed::REFERENCE);
     let mut e = eta::Estimator {
         speeds: BTreeMap::new(),
         startup_priors: BTreeMap::new(),
         keys: BTreeMap::new(),
+        stop_s: eta::stop_prior_s(c.engine.kind),
         calibration: eta::Calibration::default(),
     };
     for s in &c.servers {
-        let (speed, startup) = prior_for(c, s, model_info);
+        let (speed, startup) = prior_for(c, s, model_info, cpu);
         e.speeds.insert(s.id.clone(), speed);
         e.startup_priors.insert(s.id.clone(), startup);
         e.keys.insert(s.id.clone(), eta::server_key(s));
@@ -572,9 +580,9 @@ pub fn estimator(
             }
         }
     }
-    for dir in prior_results {
+    for dir in &opts.prior_results {
         for p in prior::load(dir, c) {
-            let (speed, startup) = prior_for(c, &p.server, model_info);
+            let (speed, startup) = prior_for(c, &p.server, model_info, cpu);
             let mut w = p.workload;
             w.warmup = 0;
             let key = eta::server_key(&p.server);
@@ -627,6 +635,7 @@ fn prior_for(
     c: &Campaign,
     s: &ServerConfig,
     model_info: Option<&Result<crate::memory::ModelInfo, String>>,
+    cpu: eta::CpuSpeed,
 ) -> (eta::Speed, f64) {
     let command = engine::command_line(&server_spec(c, s), "servebench").ok();
     let memory = feasibility::memory(c, s, model_info);
@@ -645,7 +654,7 @@ fn prior_for(
             .as_deref()
             .and_then(crate::memory::gpus::gpu_by_name),
     };
-    let speed = eta::prior_speed(c, s, command.as_deref(), &facts);
+    let speed = eta::prior_speed(c, s, command.as_deref(), &facts, cpu);
     let startup = if c.run.startup_given {
         c.run.startup_estimate.as_secs_f64()
     } else {
@@ -657,7 +666,13 @@ fn prior_for(
             argv.iter()
                 .any(|a| a == "--enforce-eager" || a == "--disable-cuda-graph")
         });
-        eta::startup_prior_s(c.engine.kind, total, s.tp, eager)
+        let prior = eta::startup_prior_s(c.engine.kind, total, s.tp, eager);
+        // On CPU, start-up is imports and initialisation: CPU work.
+        if c.hardware.gpus.is_empty() {
+            prior / cpu.factor
+        } else {
+            prior
+        }
     };
     (speed, startup)
 }
@@ -667,6 +682,10 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
     let mut out = String::new();
     let mut total = 0.0;
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    if let Some(cpu) = plan.cpu {
+        out.push_str(&cpu.describe());
+        out.push_str("\n\n");
+    }
     for g in &plan.groups {
         let eta = g.eta_s();
         total += eta;
