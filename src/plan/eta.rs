@@ -278,34 +278,42 @@ pub struct Facts {
 }
 
 /// Start-up prior, s: sim and llama.cpp start in about a second, vLLM and
-/// SGLang in about half a minute plus weight loading, more with TP. On CPU
-/// the caller divides it by the machine's [`CpuSpeed`]: there start-up is
-/// imports and initialisation, CPU work.
+/// SGLang in about a minute on a GPU plus weight loading, more with TP.
 ///
-/// `eager`: the engine was told to skip compilation and graph capture
+/// `cpu`: the server runs on this CPU, where start-up is imports and
+/// initialisation, CPU work: the reference machine's figure divided by its
+/// speed. `eager`: the engine was told to skip compilation and graph capture
 /// (vLLM `--enforce-eager`, SGLang `--disable-cuda-graph`).
 pub fn startup_prior_s(
     engine: EngineKind,
     weights_total_bytes: Option<f64>,
     tp: u32,
     eager: bool,
+    cpu: Option<CpuSpeed>,
 ) -> f64 {
     let gb = weights_total_bytes.unwrap_or(0.0) / 1e9;
-    // With --enforce-eager the 135M model came up in 27–42 s (mean 34 s) on
-    // the reference machine's 2 cores; compiling adds about 10 s there,
-    // minutes on GPUs.
-    let compile = if eager { 0.0 } else { 10.0 };
     let extra_ranks = tp.saturating_sub(1) as f64;
-    match engine {
+    // Python imports, engine core and memory profiling: the 135M model came
+    // up in 27–42 s (mean 34 s) on the reference machine's 2 cores with
+    // --enforce-eager, where compiling adds about 10 s; on GPUs about 45 s,
+    // and torch.compile with CUDA graph capture adds about 15 s.
+    let (python_base, compile) = match cpu {
+        Some(_) => (35.0, 10.0),
+        None => (45.0, 15.0),
+    };
+    let compile = if eager { 0.0 } else { compile };
+    let prior = match engine {
         EngineKind::Sim => 0.2,
         // Reading the GGUF dominates after process start.
         EngineKind::Llamacpp => 1.0 + gb / 1.0,
-        // Imports, engine core, profiling and (unless eager) torch.compile and
-        // CUDA graph capture.
-        EngineKind::Vllm => 35.0 + compile + gb / 1.5 + 15.0 * extra_ranks,
-        EngineKind::Sglang => 28.0 + compile + gb / 1.5 + 10.0 * extra_ranks,
+        EngineKind::Vllm => python_base + compile + gb / 1.5 + 15.0 * extra_ranks,
+        EngineKind::Sglang => python_base - 10.0 + compile + gb / 1.5 + 10.0 * extra_ranks,
         EngineKind::Openai => 0.0,
         EngineKind::Command => 5.0,
+    };
+    match (engine, cpu) {
+        (EngineKind::Sim | EngineKind::Openai | EngineKind::Command, _) | (_, None) => prior,
+        (_, Some(cpu)) => prior / cpu.factor,
     }
 }
 
@@ -504,16 +512,20 @@ fn threads_of(argv: &[String]) -> Option<u32> {
         .and_then(|w| w[1].parse().ok())
 }
 
-/// Whether some server of `c` is estimated from the CPU constants: a
-/// llama.cpp server, or vLLM/SGLang on a machine without GPUs, with no
-/// `[run]` guesses given.
-pub fn uses_cpu_priors(c: &Campaign) -> bool {
-    let cpu_engine = match c.engine.kind {
+/// Whether the servers of `c` run on this machine's CPU: llama.cpp, or
+/// vLLM/SGLang with no GPUs declared.
+pub fn runs_on_cpu(c: &Campaign) -> bool {
+    match c.engine.kind {
         EngineKind::Llamacpp => true,
         EngineKind::Vllm | EngineKind::Sglang => c.hardware.gpus.is_empty(),
         _ => false,
-    };
-    cpu_engine && !(c.run.speed_given && c.run.startup_given)
+    }
+}
+
+/// Whether the servers of `c` are estimated from the CPU constants: they
+/// run on CPU and `[run]` does not give both guesses instead.
+pub fn uses_cpu_priors(c: &Campaign) -> bool {
+    runs_on_cpu(c) && !(c.run.speed_given && c.run.startup_given)
 }
 
 /// The prior speed of one server config.
@@ -1049,20 +1061,35 @@ mod tests {
 
     #[test]
     fn startup_priors_separate_quick_engines_from_minutes_long_ones() {
-        assert!(startup_prior_s(EngineKind::Sim, None, 1, false) < 1.0);
-        let l = startup_prior_s(EngineKind::Llamacpp, Some(98e6), 1, false);
+        let cpu = Some(CpuSpeed::REFERENCE);
+        assert!(startup_prior_s(EngineKind::Sim, None, 1, false, cpu) < 1.0);
+        let l = startup_prior_s(EngineKind::Llamacpp, Some(98e6), 1, false, cpu);
         assert!((1.0..3.0).contains(&l), "{l}");
         // A 135M vLLM on the reference CPU: 27–42 s measured when eager,
         // about 10 s more compiling.
-        let v = startup_prior_s(EngineKind::Vllm, Some(270e6), 1, false);
+        let v = startup_prior_s(EngineKind::Vllm, Some(270e6), 1, false, cpu);
         assert!((40.0..55.0).contains(&v), "{v}");
-        let eager = startup_prior_s(EngineKind::Vllm, Some(270e6), 1, true);
+        let eager = startup_prior_s(EngineKind::Vllm, Some(270e6), 1, true, cpu);
         assert!((27.0..42.0).contains(&eager), "{eager}");
-        let big = startup_prior_s(EngineKind::Vllm, Some(16e9), 2, false);
-        assert!(big > v + 20.0);
+        // A machine half as fast takes twice as long; the simulator does not care.
+        let half = Some(CpuSpeed {
+            probe_bytes_per_s: None,
+            factor: 0.5,
+        });
+        let slow = startup_prior_s(EngineKind::Vllm, Some(270e6), 1, true, half);
+        assert!((slow - 2.0 * eager).abs() < 1e-9, "{slow} vs {eager}");
+        assert_eq!(
+            startup_prior_s(EngineKind::Sim, None, 1, false, half),
+            startup_prior_s(EngineKind::Sim, None, 1, false, cpu)
+        );
+        // On a GPU: about a minute for a 135M model, more for 16 GB and TP.
+        let gpu = startup_prior_s(EngineKind::Vllm, Some(270e6), 1, false, None);
+        assert!((55.0..70.0).contains(&gpu), "{gpu}");
+        let big = startup_prior_s(EngineKind::Vllm, Some(16e9), 2, false, None);
+        assert!(big > gpu + 20.0);
         assert!(
-            startup_prior_s(EngineKind::Sglang, Some(16e9), 8, false)
-                > startup_prior_s(EngineKind::Sglang, Some(16e9), 1, false)
+            startup_prior_s(EngineKind::Sglang, Some(16e9), 8, false, None)
+                > startup_prior_s(EngineKind::Sglang, Some(16e9), 1, false, None)
         );
     }
 

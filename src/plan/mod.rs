@@ -666,13 +666,8 @@ fn prior_for(
             argv.iter()
                 .any(|a| a == "--enforce-eager" || a == "--disable-cuda-graph")
         });
-        let prior = eta::startup_prior_s(c.engine.kind, total, s.tp, eager);
-        // On CPU, start-up is imports and initialisation: CPU work.
-        if c.hardware.gpus.is_empty() {
-            prior / cpu.factor
-        } else {
-            prior
-        }
+        let on_cpu = eta::runs_on_cpu(c).then_some(cpu);
+        eta::startup_prior_s(c.engine.kind, total, s.tp, eager, on_cpu)
     };
     (speed, startup)
 }
