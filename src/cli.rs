@@ -128,7 +128,7 @@ pub enum InitEngine {
 }
 
 /// Cell selection shared by `plan` and `run`.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct SelectArgs {
     /// Only cells matching KEY=PATTERN (tp=1, server=ddtree-*, workload=context, method=eagle, ...); repeatable, all must match.
     #[arg(long)]

@@ -5,11 +5,21 @@ use std::process::ExitCode;
 
 use crate::{campaign, cli, launcher, plan, store, util};
 
+/// Whether the servers of `c` run on this machine: the local and systemd
+/// launchers start them here, and `run --local` is a Slurm or ssh job
+/// already on its node. Elsewhere this machine's speed says nothing of theirs.
+pub fn servers_run_here(c: &campaign::Campaign, local: bool) -> bool {
+    use campaign::launcher::Launcher;
+    local || matches!(c.launcher, Launcher::Local | Launcher::Systemd { .. })
+}
+
 /// The plan options the selection flags ask for, with this machine's CPU
-/// speed when a server of `c` is estimated from the CPU priors.
+/// speed when the servers of `c` run here and are estimated from the CPU
+/// priors.
 pub fn plan_options(
     s: &cli::SelectArgs,
     c: &campaign::Campaign,
+    local: bool,
 ) -> anyhow::Result<plan::PlanOptions> {
     Ok(plan::PlanOptions {
         only: plan::filter::parse_filters(&s.only).map_err(|e| anyhow::anyhow!("--only: {e}"))?,
@@ -17,7 +27,7 @@ pub fn plan_options(
         rerun_failed: s.rerun_failed,
         prior_results: s.prior_results.clone(),
         // About a tenth of a second, so only where the CPU priors are used.
-        cpu: plan::eta::uses_cpu_priors(c)
+        cpu: (servers_run_here(c, local) && plan::eta::uses_cpu_priors(c))
             .then(|| plan::eta::CpuSpeed::from_probe(cpuprobe::int8_dot_bytes_per_s())),
     })
 }
@@ -41,7 +51,7 @@ pub fn job_args(s: &cli::SelectArgs) -> Vec<String> {
 /// `servebench plan`: what would run, with estimates and launch commands.
 pub fn run(a: cli::PlanArgs) -> anyhow::Result<ExitCode> {
     let c = campaign::load_campaign(&a.campaign)?;
-    let opts = plan_options(&a.select, &c)?;
+    let opts = plan_options(&a.select, &c, false)?;
     let store = store::Store::new(&c.results_dir);
     let exe = std::env::current_exe()?.display().to_string();
     let p = plan::build(&c, &store.index(), &opts, &exe);
@@ -66,4 +76,33 @@ pub fn run(a: cli::PlanArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn campaign(launcher: &str) -> campaign::Campaign {
+        let text = format!(
+            "[campaign]\nname = \"t\"\n[model]\npath = \"m\"\n[engine]\nkind = \"llamacpp\"\n\
+             [[workload]]\nname = \"w\"\nconcurrency = 1\nnum_requests = 2\n{launcher}"
+        );
+        let (raw, src) = campaign::parse(std::path::Path::new("c.toml"), &text).unwrap();
+        campaign::resolve::resolve(raw, &src).unwrap()
+    }
+
+    #[test]
+    fn only_servers_started_on_this_machine_take_its_cpu_speed() -> anyhow::Result<()> {
+        let select = cli::SelectArgs::default();
+        let local = campaign("");
+        assert!(servers_run_here(&local, false));
+        assert!(plan_options(&select, &local, false)?.cpu.is_some());
+        // A Slurm campaign plans on a login node; its job runs `run --local`
+        // on the node that starts the servers.
+        let slurm = campaign("[launcher]\nkind = \"slurm\"");
+        assert!(!servers_run_here(&slurm, false));
+        assert!(plan_options(&select, &slurm, false)?.cpu.is_none());
+        assert!(plan_options(&select, &slurm, true)?.cpu.is_some());
+        Ok(())
+    }
 }

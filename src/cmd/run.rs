@@ -12,7 +12,7 @@ use crate::{campaign, cli, report, runner, store};
 pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
     let c = campaign::load_campaign(&a.campaign)?;
     let opts = runner::RunOptions {
-        plan: super::plan::plan_options(&a.select, &c)?,
+        plan: super::plan::plan_options(&a.select, &c, a.local)?,
         fail_fast: a.fail_fast,
         dry_run: a.dry_run,
         parallel: a.parallel as usize,

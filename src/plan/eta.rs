@@ -512,12 +512,15 @@ fn threads_of(argv: &[String]) -> Option<u32> {
         .and_then(|w| w[1].parse().ok())
 }
 
-/// Whether the servers of `c` run on this machine's CPU: llama.cpp, or
-/// vLLM/SGLang with no GPUs declared.
+/// Whether the servers of `c` run on a CPU: llama.cpp, or vLLM/SGLang in a
+/// campaign that names no GPU at all (no GPU list, model or memory).
 pub fn runs_on_cpu(c: &Campaign) -> bool {
+    let h = &c.hardware;
     match c.engine.kind {
         EngineKind::Llamacpp => true,
-        EngineKind::Vllm | EngineKind::Sglang => c.hardware.gpus.is_empty(),
+        EngineKind::Vllm | EngineKind::Sglang => {
+            h.gpus.is_empty() && h.gpu.is_none() && h.gpu_memory_bytes.is_none()
+        }
         _ => false,
     }
 }
@@ -552,7 +555,7 @@ pub fn prior_speed(
                 facts.layers.unwrap_or(32),
                 s.tp,
             )),
-            (None, _) if c.hardware.gpus.is_empty() => model_bytes.map(|b| {
+            (None, _) if runs_on_cpu(c) => model_bytes.map(|b| {
                 cpu_speed(
                     c.engine.kind,
                     b,
@@ -1047,6 +1050,10 @@ mod tests {
             let (raw, src) = crate::campaign::parse(Path::new("c.toml"), &text).unwrap();
             crate::campaign::resolve::resolve(raw, &src).unwrap()
         };
+        assert!(!uses_cpu_priors(&campaign(
+            "sglang",
+            "[hardware]\ngpu = \"h100\""
+        )));
         assert!(!uses_cpu_priors(&campaign("sim", "")));
         assert!(uses_cpu_priors(&campaign("llamacpp", "")));
         assert!(uses_cpu_priors(&campaign("vllm", "")));
