@@ -3,10 +3,11 @@
 //!
 //! Timestamps are taken when a body frame reaches this task, before any
 //! parsing, so the parser's cost never inflates TTFT or ITL. Connections are
-//! kept alive and pooled; read buffers are large so long prompts and fast
-//! streams are not throttled by the client.
+//! kept alive in a [`pool::Pool`] in which no request ever waits for another
+//! request's connection.
 
 pub mod openai;
+pub mod pool;
 pub mod record;
 pub mod sse;
 
@@ -16,12 +17,10 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Method, Request, StatusCode, Uri};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 
 use crate::failure::{Failure, FailureClass};
 use openai::{Api, ChunkInfo};
+use pool::Pool;
 use record::{Outcome, RequestRecord};
 
 /// A header value that holds a credential: marked sensitive so it is never
@@ -37,49 +36,29 @@ fn secret_header(value: &str) -> anyhow::Result<HeaderValue> {
 /// How many bytes of an error body are kept as evidence.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
-/// The HTTP client every request to a server goes through.
-pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
-
-/// A pooled keep-alive HTTP/1 client with the settings all server traffic uses.
+/// Send a request built by `make`, and send it once more, on a new
+/// connection, when a kept-alive connection turns out to have been closed by
+/// the server just as it was reused (llama.cpp closes after a fixed number of
+/// requests): nothing was answered, so a fresh connection is safe. Returns
+/// the outcome and the retries made, whether or not the retry succeeded.
 ///
-/// Read buffers are large so long prompts and fast streams are not throttled
-/// by the client. `connect_timeout: None` leaves connecting to the caller's
-/// overall deadline.
-pub fn http_client(connect_timeout: Option<Duration>) -> HttpClient {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_keepalive(Some(Duration::from_secs(60)));
-    connector.set_connect_timeout(connect_timeout);
-    Client::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(usize::MAX)
-        .pool_idle_timeout(Duration::from_secs(90))
-        .http1_max_buf_size(4 * 1024 * 1024)
-        .build(connector)
-}
-
-/// Send a request built by `make`, and send it once more when a kept-alive
-/// connection turns out to have been closed by the server just as it was
-/// reused (llama.cpp closes after a fixed number of requests): nothing was
-/// answered, so a fresh connection is safe. Returns the outcome and the
-/// retries made, whether or not the retry succeeded.
+/// A failed connect is not retried: the server is not there, and saying so
+/// at once is the evidence.
 pub async fn request_retrying(
-    client: &HttpClient,
+    pool: &Pool,
     make: impl Fn() -> Request<Full<Bytes>>,
-) -> (
-    Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error>,
-    u32,
-) {
-    match client.request(make()).await {
+) -> (Result<hyper::Response<pool::Body>, pool::Error>, u32) {
+    match pool.send(make()).await {
         Ok(r) => (Ok(r), 0),
-        Err(e) if !e.is_connect() => (client.request(make()).await, 1),
+        Err(pool::Error::Request { .. }) => (pool.send_fresh(make()).await, 1),
         Err(e) => (Err(e), 0),
     }
 }
 
-/// An OpenAI-compatible endpoint plus a pooled keep-alive HTTP client.
+/// An OpenAI-compatible endpoint plus its pool of kept-alive connections.
 #[derive(Clone)]
 pub struct Endpoint {
-    client: HttpClient,
+    client: Pool,
     base: String,
     api: Api,
     uri: Uri,
@@ -116,7 +95,7 @@ impl Endpoint {
             .parse()
             .map_err(|e| anyhow::anyhow!("invalid URL `{base_url}`: {e}"))?;
         Ok(Self {
-            client: http_client(None),
+            client: Pool::new(None),
             base,
             api,
             uri,
@@ -183,10 +162,7 @@ impl Endpoint {
     async fn send(
         &self,
         make: impl Fn() -> Request<Full<Bytes>>,
-    ) -> (
-        Result<hyper::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error>,
-        u32,
-    ) {
+    ) -> (Result<hyper::Response<pool::Body>, pool::Error>, u32) {
         let make = || {
             let mut req = make();
             if let Some(a) = &self.auth {
@@ -336,7 +312,7 @@ fn json_request(uri: Uri, body: Bytes) -> Request<Full<Bytes>> {
     req
 }
 
-fn connect_failure(e: hyper_util::client::legacy::Error) -> Failure {
+fn connect_failure(e: pool::Error) -> Failure {
     let class = if e.is_connect() || is_connection_loss(&e) {
         FailureClass::Connection
     } else {

@@ -4,8 +4,8 @@
 //!
 //! Prompt building is synchronous and happens before a level starts, while
 //! counting many short texts, so [`ServerTokenizer`] is a blocking facade over
-//! the crate's pooled HTTP client (one kept-alive connection, re-opened when
-//! the server closed it), driven by a runtime of its own.
+//! the crate's connection pool (one kept-alive connection, re-opened when the
+//! server closed it), driven by a runtime of its own.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -16,7 +16,8 @@ use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Method, Request, Uri};
 
 use super::{TokenCounter, WorkloadError};
-use crate::client::{error_chain, http_client, request_retrying, HttpClient};
+use crate::client::pool::Pool;
+use crate::client::{error_chain, request_retrying};
 
 /// A token counter backed by a server's tokenize endpoint.
 pub struct ServerTokenizer {
@@ -25,7 +26,7 @@ pub struct ServerTokenizer {
     uri: Uri,
     /// `Authorization` header value for servers that need an API key.
     auth: Option<String>,
-    client: HttpClient,
+    client: Pool,
     /// Drives the client. It is this counter's own so that counting works from
     /// any thread, including one that is itself running async tasks.
     runtime: Option<tokio::runtime::Runtime>,
@@ -90,7 +91,7 @@ impl ServerTokenizer {
         Ok(Self {
             uri,
             auth: None,
-            client: http_client(Some(CONNECT_TIMEOUT)),
+            client: Pool::new(Some(CONNECT_TIMEOUT)),
             runtime: Some(runtime),
             max_response_bytes: MAX_RESPONSE_BYTES,
         })
@@ -144,7 +145,7 @@ impl Drop for ServerTokenizer {
 
 /// One tokenize exchange: status and body, the body cut off at `limit` bytes.
 async fn exchange(
-    client: HttpClient,
+    client: Pool,
     uri: Uri,
     auth: Option<HeaderValue>,
     body: Bytes,
