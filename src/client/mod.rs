@@ -58,7 +58,7 @@ pub async fn request_retrying(
 /// An OpenAI-compatible endpoint plus its pool of kept-alive connections.
 #[derive(Clone)]
 pub struct Endpoint {
-    client: Pool,
+    pool: Pool,
     base: String,
     api: Api,
     uri: Uri,
@@ -95,7 +95,7 @@ impl Endpoint {
             .parse()
             .map_err(|e| anyhow::anyhow!("invalid URL `{base_url}`: {e}"))?;
         Ok(Self {
-            client: Pool::new(None),
+            pool: Pool::new(None),
             base,
             api,
             uri,
@@ -170,7 +170,7 @@ impl Endpoint {
             }
             req
         };
-        request_retrying(&self.client, make).await
+        request_retrying(&self.pool, make).await
     }
 
     /// Send one streaming request and record everything observed about it.

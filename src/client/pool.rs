@@ -695,29 +695,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_request_does_not_wait_for_a_connection_still_streaming() {
-        let s = serve(|conn, _| {
-            if conn == 0 {
-                Act::Partial
-            } else {
-                Act::Answer { chunked: false }
-            }
-        })
-        .await;
-        let pool = Pool::new(None);
-        let mut streaming = pool.send(get(&s.url, "/")).await.unwrap().into_body();
-        assert!(streaming.frame().await.unwrap().unwrap().is_data());
-        let second = bounded("a request beside an unfinished answer", async {
-            body_text(pool.send(get(&s.url, "/")).await.unwrap()).await
-        })
-        .await;
-        assert_eq!(second, "ok");
-        assert_eq!(s.accepted.load(Ordering::SeqCst), 2);
-    }
-
-    #[tokio::test]
-    async fn an_abandoned_answer_does_not_give_its_connection_back() {
+    /// A pool whose first connection's answer has sent one chunk and waits
+    /// for the client; every later connection answers `ok` in full.
+    async fn one_answer_left_unfinished() -> (Server, Pool, Body) {
         let s = serve(|conn, _| {
             if conn == 0 {
                 Act::Partial
@@ -729,6 +709,23 @@ mod tests {
         let pool = Pool::new(None);
         let mut body = pool.send(get(&s.url, "/")).await.unwrap().into_body();
         assert!(body.frame().await.unwrap().unwrap().is_data());
+        (s, pool, body)
+    }
+
+    #[tokio::test]
+    async fn a_request_does_not_wait_for_a_connection_still_streaming() {
+        let (s, pool, _streaming) = one_answer_left_unfinished().await;
+        let second = bounded("a request beside an unfinished answer", async {
+            body_text(pool.send(get(&s.url, "/")).await.unwrap()).await
+        })
+        .await;
+        assert_eq!(second, "ok");
+        assert_eq!(s.accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_answer_does_not_give_its_connection_back() {
+        let (s, pool, body) = one_answer_left_unfinished().await;
         drop(body);
         assert_eq!(pool.idle_count(), 0);
         let next = pool.send(get(&s.url, "/")).await.unwrap();

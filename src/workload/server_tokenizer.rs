@@ -26,8 +26,8 @@ pub struct ServerTokenizer {
     uri: Uri,
     /// `Authorization` header value for servers that need an API key.
     auth: Option<String>,
-    client: Pool,
-    /// Drives the client. It is this counter's own so that counting works from
+    pool: Pool,
+    /// Drives the pool. It is this counter's own so that counting works from
     /// any thread, including one that is itself running async tasks.
     runtime: Option<tokio::runtime::Runtime>,
     /// Largest response body read before giving up on the server.
@@ -91,7 +91,7 @@ impl ServerTokenizer {
         Ok(Self {
             uri,
             auth: None,
-            client: Pool::new(Some(CONNECT_TIMEOUT)),
+            pool: Pool::new(Some(CONNECT_TIMEOUT)),
             runtime: Some(runtime),
             max_response_bytes: MAX_RESPONSE_BYTES,
         })
@@ -115,7 +115,7 @@ impl ServerTokenizer {
             None => None,
         };
         let answer = exchange(
-            self.client.clone(),
+            self.pool.clone(),
             self.uri.clone(),
             auth,
             body,
@@ -145,7 +145,7 @@ impl Drop for ServerTokenizer {
 
 /// One tokenize exchange: status and body, the body cut off at `limit` bytes.
 async fn exchange(
-    client: Pool,
+    pool: Pool,
     uri: Uri,
     auth: Option<HeaderValue>,
     body: Bytes,
@@ -163,7 +163,7 @@ async fn exchange(
         req
     };
     let answer = async {
-        let (resp, _) = request_retrying(&client, make).await;
+        let (resp, _) = request_retrying(&pool, make).await;
         let resp = resp.map_err(|e| error_chain(&e))?;
         let status = resp.status().as_u16();
         let body = Limited::new(resp.into_body(), limit)
