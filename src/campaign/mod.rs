@@ -121,10 +121,10 @@ pub struct RawEngine {
     pub executable: Option<Spanned<Vec<String>>>,
     /// Flags added to every server of the campaign.
     #[serde(default)]
-    pub args: Vec<String>,
+    pub args: Vec<Spanned<String>>,
     /// Environment added to every server.
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, Spanned<String>>,
     /// Base URL of an `openai` endpoint.
     #[serde(default)]
     pub url: Option<Spanned<String>>,
@@ -186,10 +186,10 @@ pub struct RawServer {
     pub speculative: Option<Speculative>,
     /// Extra flags for this server.
     #[serde(default)]
-    pub args: Vec<String>,
+    pub args: Vec<Spanned<String>>,
     /// Extra environment for this server.
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, Spanned<String>>,
     /// A config known to fail (a fault-injection demo, a known-broken build
     /// kept for the record): its failures are reported but do not make the
     /// exit code say the campaign failed.
@@ -234,10 +234,10 @@ pub struct RawMatrix {
     pub budget: Option<OneOrMany<u32>>,
     /// Extra flags for every server of this matrix.
     #[serde(default)]
-    pub args: Vec<String>,
+    pub args: Vec<Spanned<String>>,
     /// Extra environment for every server of this matrix.
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, Spanned<String>>,
 }
 
 /// `[[workload]]`.

@@ -8,6 +8,7 @@
 //! `extra_args` pass through untouched after the generated ones.
 
 pub mod llamacpp;
+pub mod placeholders;
 pub mod sglang;
 pub mod vllm;
 
@@ -257,8 +258,7 @@ pub fn command_line(spec: &ServerSpec, self_exe: &str) -> Result<Vec<String>, En
                     "a `command` engine needs `executable` with the full command template",
                 ));
             }
-            let vars = template_vars(spec);
-            argv = argv.iter().map(|a| expand(a, &vars)).collect();
+            argv = argv.iter().map(|a| fill_launch(spec, a)).collect();
             Vec::new()
         }
         EngineKind::Openai => {
@@ -272,8 +272,16 @@ pub fn command_line(spec: &ServerSpec, self_exe: &str) -> Result<Vec<String>, En
         return Err(EngineError::new(spec.engine, "no executable to run"));
     }
     argv.extend(generated);
-    argv.extend(spec.extra_args.iter().cloned());
+    argv.extend(spec.extra_args.iter().map(|a| fill_launch(spec, a)));
     Ok(argv)
+}
+
+/// The environment to start `spec` with, its launch placeholders filled.
+pub fn environment(spec: &ServerSpec) -> BTreeMap<String, String> {
+    spec.env
+        .iter()
+        .map(|(k, v)| (k.clone(), fill_launch(spec, v)))
+        .collect()
 }
 
 fn sim_args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
@@ -303,27 +311,23 @@ fn sim_args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
     Ok(a)
 }
 
-fn template_vars(spec: &ServerSpec) -> BTreeMap<&'static str, String> {
-    let mut v = BTreeMap::new();
-    v.insert("host", spec.host.clone());
-    v.insert("port", spec.port.to_string());
-    v.insert("model", spec.model_path.clone());
-    v.insert("tp", spec.tp.to_string());
-    v.insert(
-        "served_model_name",
-        spec.served_model_name
-            .clone()
-            .unwrap_or_else(|| spec.model_path.clone()),
-    );
-    v
-}
-
-fn expand(arg: &str, vars: &BTreeMap<&'static str, String>) -> String {
-    let mut out = arg.to_string();
-    for (k, v) in vars {
-        out = out.replace(&format!("{{{k}}}"), v);
-    }
-    out
+/// `text` with the placeholders known at launch filled from `spec` (the
+/// server's own settings were filled when the campaign was resolved; `{tp}`
+/// is filled here too for `command` executables, which are campaign-wide).
+fn fill_launch(spec: &ServerSpec, text: &str) -> String {
+    placeholders::fill(text, |name| {
+        Some(match name {
+            "host" => spec.host.clone(),
+            "port" => spec.port.to_string(),
+            "model" => spec.model_path.clone(),
+            "tp" => spec.tp.to_string(),
+            "served_model_name" => spec
+                .served_model_name
+                .clone()
+                .unwrap_or_else(|| spec.model_path.clone()),
+            _ => return None,
+        })
+    })
 }
 
 /// Append `flag value` to an argv.
@@ -688,5 +692,22 @@ mod tests {
         );
         assert!(command_line(&test_spec(EngineKind::Openai), "x").is_err());
         assert!(command_line(&test_spec(EngineKind::Command), "x").is_err());
+    }
+
+    #[test]
+    fn launch_placeholders_in_flags_and_environment_take_the_chosen_address() {
+        let mut s = test_spec(EngineKind::Sglang);
+        s.extra_args = vec![
+            "--dist-init-addr".into(),
+            "{host}:{port}".into(),
+            r#"{"a": 1}"#.into(),
+        ];
+        s.env.insert("URL".into(), "http://{host}:{port}/v1".into());
+        let argv = command_line(&s, "x").unwrap();
+        assert_eq!(
+            argv[argv.len() - 3..],
+            ["--dist-init-addr", "127.0.0.1:30000", r#"{"a": 1}"#]
+        );
+        assert_eq!(environment(&s)["URL"], "http://127.0.0.1:30000/v1");
     }
 }

@@ -39,7 +39,7 @@ pub fn start_request(
     spec.port = port;
     spec.host = bind_host(launcher).to_string();
     let argv = crate::engine::command_line(&spec, self_exe)?;
-    let mut env = spec.env.clone();
+    let mut env = crate::engine::environment(&spec);
     if !gpus.is_empty() {
         env.insert(
             "CUDA_VISIBLE_DEVICES".into(),

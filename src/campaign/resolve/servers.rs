@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use super::super::{CampaignError, OneOrMany, RawCampaign, RawServer, Source, SpecEntry};
 use super::{check_path_id, expand_env};
-use crate::engine::Speculative;
+use crate::engine::{placeholders, Speculative};
 
 /// One server configuration: everything that needs its own server process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -83,23 +83,32 @@ impl ServerConfig {
     }
 }
 
-/// One server's settings over the matrix's, the defaults' and the engine's.
-fn merge_server(
-    raw: &RawCampaign,
-    s: &RawServer,
-    extra_args: &[String],
-    extra_env: &BTreeMap<String, String>,
-) -> ServerConfig {
+/// Flags and environment of one server as written, engine-wide first, each
+/// value with its place in the file so a placeholder error can point at it.
+struct WrittenText<'a> {
+    args: Vec<&'a Spanned<String>>,
+    env: BTreeMap<&'a str, &'a Spanned<String>>,
+}
+
+/// One server's settings over the matrix's, the defaults' and the engine's;
+/// its flags and environment are filled in by [`check_server`].
+fn merge_server<'a>(
+    raw: &'a RawCampaign,
+    s: &'a RawServer,
+    matrix_args: &'a [Spanned<String>],
+    matrix_env: &'a BTreeMap<String, Spanned<String>>,
+) -> (ServerConfig, WrittenText<'a>) {
     let d = &raw.defaults;
-    let mut args = raw.engine.args.clone();
-    args.extend(d.args.iter().cloned());
-    args.extend(extra_args.iter().cloned());
-    args.extend(s.args.iter().cloned());
-    let mut env = raw.engine.env.clone();
-    env.extend(d.env.clone());
-    env.extend(extra_env.clone());
-    env.extend(s.env.clone());
-    ServerConfig {
+    let args = [&raw.engine.args, &d.args, matrix_args, &s.args]
+        .into_iter()
+        .flatten()
+        .collect();
+    let env = [&raw.engine.env, &d.env, matrix_env, &s.env]
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    let cfg = ServerConfig {
         id: s
             .id
             .as_ref()
@@ -110,16 +119,106 @@ fn merge_server(
         max_running_requests: s.max_running_requests.or(d.max_running_requests),
         context_length: s.context_length.or(d.context_length),
         speculative: s.speculative.clone().or_else(|| d.speculative.clone()),
-        args,
-        env,
+        args: Vec::new(),
+        env: BTreeMap::new(),
         expected_failure: s.expected_failure.or(d.expected_failure).unwrap_or(false),
         secret_env: raw.engine.secret_env.clone(),
-    }
+    };
+    (cfg, WrittenText { args, env })
 }
 
-/// Expands and validates a merged server; `at` is where errors point.
-fn check_server(src: &Source, at: usize, s: &mut ServerConfig) -> Result<(), CampaignError> {
-    expand_server_env(src, at, s)?;
+/// Refuse placeholders servebench does not know, at the value that holds
+/// them, before any server is expanded.
+fn check_placeholder_names(raw: &RawCampaign, src: &Source) -> Result<(), CampaignError> {
+    let servers = raw.servers.iter().chain(std::iter::once(&raw.defaults));
+    let args = raw
+        .engine
+        .args
+        .iter()
+        .chain(servers.clone().flat_map(|s| &s.args))
+        .chain(raw.matrix.iter().flat_map(|m| &m.args));
+    let env = raw
+        .engine
+        .env
+        .values()
+        .chain(servers.flat_map(|s| s.env.values()))
+        .chain(raw.matrix.iter().flat_map(|m| m.env.values()));
+    for text in args.chain(env) {
+        if let Some(f) = placeholders::find(text.get_ref())
+            .into_iter()
+            .find(|f| !placeholders::is_known(f.name))
+        {
+            return Err(src.error_at(
+                text.span().start,
+                format!(
+                    "unknown placeholder `{{{}}}` in `{}`; known: {}",
+                    f.name,
+                    text.get_ref(),
+                    placeholders::known_list()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Fill a server's own placeholders into one written value; a placeholder
+/// the server has no value for is an error at that value.
+fn fill_server(
+    src: &Source,
+    cfg: &ServerConfig,
+    text: &Spanned<String>,
+) -> Result<String, CampaignError> {
+    for f in placeholders::find(text.get_ref()) {
+        if placeholders::SERVER.contains(&f.name) && cfg.param(f.name).is_none() {
+            return Err(src.error_at(
+                text.span().start,
+                format!(
+                    "server `{}` has no `{}` for the placeholder `{{{}}}` in `{}`{}",
+                    cfg.id,
+                    f.name,
+                    f.name,
+                    text.get_ref(),
+                    if f.name == "budget" {
+                        " (an autoregressive server has no budget: put the flag in the speculative matrix's args)"
+                    } else {
+                        " (set it in [defaults], the matrix or the server)"
+                    }
+                ),
+            ));
+        }
+    }
+    expand_env(
+        src,
+        text.span().start,
+        &placeholders::fill(text.get_ref(), |n| {
+            placeholders::SERVER
+                .contains(&n)
+                .then(|| cfg.param(n))
+                .flatten()
+        }),
+    )
+}
+
+/// Fills in and validates a merged server; `at` is where errors without a
+/// value of their own point.
+fn check_server(
+    src: &Source,
+    at: usize,
+    s: &mut ServerConfig,
+    written: &WrittenText,
+) -> Result<(), CampaignError> {
+    s.args = written
+        .args
+        .iter()
+        .map(|a| fill_server(src, s, a))
+        .collect::<Result<_, _>>()?;
+    s.env = written
+        .env
+        .iter()
+        .map(|(k, v)| Ok((k.to_string(), fill_server(src, s, v)?)))
+        .collect::<Result<_, CampaignError>>()?;
+    expand_draft_model_env(src, at, s)?;
     if let Err(rule) = check_path_id(&s.id) {
         return Err(src.error_at(at, format!("server id `{}` {rule}", s.id)));
     }
@@ -153,14 +252,12 @@ fn check_server(src: &Source, at: usize, s: &mut ServerConfig) -> Result<(), Cam
     Ok(())
 }
 
-/// Expand environment references in a server's flags and draft model path.
-fn expand_server_env(src: &Source, at: usize, s: &mut ServerConfig) -> Result<(), CampaignError> {
-    for a in &mut s.args {
-        *a = expand_env(src, at, a)?;
-    }
-    for v in s.env.values_mut() {
-        *v = expand_env(src, at, v)?;
-    }
+/// Expand environment references in a server's draft model path.
+fn expand_draft_model_env(
+    src: &Source,
+    at: usize,
+    s: &mut ServerConfig,
+) -> Result<(), CampaignError> {
     if let Some(d) = s
         .speculative
         .as_mut()
@@ -171,19 +268,23 @@ fn expand_server_env(src: &Source, at: usize, s: &mut ServerConfig) -> Result<()
     Ok(())
 }
 
+/// No environment of a matrix, for servers outside one.
+static NO_ENV: BTreeMap<String, Spanned<String>> = BTreeMap::new();
+
 /// Every server config of the campaign, in declaration order, ids unique.
 pub(super) fn expand_servers(
     raw: &RawCampaign,
     src: &Source,
 ) -> Result<Vec<ServerConfig>, CampaignError> {
+    check_placeholder_names(raw, src)?;
     let mut out: Vec<(ServerConfig, usize)> = Vec::new();
     for s in &raw.servers {
         let at = s.id.as_ref().map(|i| i.span().start).unwrap_or(0);
         if s.id.is_none() {
             return Err(src.error_at(0, "every [[server]] needs an `id`"));
         }
-        let mut cfg = merge_server(raw, s, &[], &BTreeMap::new());
-        check_server(src, at, &mut cfg)?;
+        let (mut cfg, written) = merge_server(raw, s, &[], &NO_ENV);
+        check_server(src, at, &mut cfg, &written)?;
         out.push((cfg, at));
     }
     for m in &raw.matrix {
@@ -291,11 +392,12 @@ pub(super) fn expand_servers(
                                     env: BTreeMap::new(),
                                     expected_failure: None,
                                 };
-                                let mut cfg = merge_server(raw, &raw_server, &m.args, &m.env);
+                                let (mut cfg, written) =
+                                    merge_server(raw, &raw_server, &m.args, &m.env);
                                 cfg.speculative = spec;
                                 cfg.id = render_id(m.id.get_ref(), &cfg)
                                     .map_err(|e| src.error(&m.id, e))?;
-                                check_server(src, at, &mut cfg)?;
+                                check_server(src, at, &mut cfg, &written)?;
                                 out.push((cfg, at));
                             }
                         }
@@ -305,16 +407,12 @@ pub(super) fn expand_servers(
         }
     }
     if out.is_empty() {
-        let mut cfg = merge_server(
-            raw,
-            &RawServer {
-                id: Some(Spanned::new(0..0, "default".into())),
-                ..raw.defaults.clone()
-            },
-            &[],
-            &BTreeMap::new(),
-        );
-        check_server(src, 0, &mut cfg)?;
+        let only = RawServer {
+            id: Some(Spanned::new(0..0, "default".into())),
+            ..raw.defaults.clone()
+        };
+        let (mut cfg, written) = merge_server(raw, &only, &[], &NO_ENV);
+        check_server(src, 0, &mut cfg, &written)?;
         out.push((cfg, 0));
     }
     let mut seen = BTreeSet::new();
@@ -410,5 +508,64 @@ mod tests {
         let e = campaign(&text).unwrap_err();
         assert!(e.message.contains("ids: a"), "{}", e.message);
         assert_eq!(e.line, 11);
+    }
+
+    #[test]
+    fn placeholders_in_args_and_env_take_each_servers_values_at_every_level() {
+        // HEAD's [engine] args hold --trust-remote-code; add placeholders at
+        // the engine (env), defaults, matrix and server level.
+        let text = format!(
+            "{HEAD}env = {{ RUN = \"{{id}}\" }}\n[defaults]\nargs = [\"--log-prefix\", \"tp{{tp}}\"]\n\
+             [[matrix]]\nid = \"dd-tp{{tp}}-b{{budget}}\"\ntp = [1, 4]\n\
+             speculative = [{{ method = \"eagle\", topk = 8, num_steps = 4, draft_model = \"d\" }}]\n\
+             budget = [8, 64]\nargs = [\"--x-budget\", \"{{budget}}\", \"--cfg\", '{{\"port\": {{port}}}}']\n\
+             env = {{ B = \"b{{budget}}-{{method}}\" }}\n\
+             [[server]]\nid = \"ar\"\nmax_running_requests = 5\nargs = [\"--n\", \"{{max_running_requests}}\"]\n{WL}"
+        );
+        let c = campaign(&text).unwrap();
+        let s = c.servers.iter().find(|s| s.id == "dd-tp4-b64").unwrap();
+        assert_eq!(
+            s.args,
+            [
+                "--trust-remote-code",
+                "--log-prefix",
+                "tp4",
+                "--x-budget",
+                "64",
+                "--cfg",
+                // JSON braces stay; the port is filled at launch.
+                r#"{"port": {port}}"#
+            ]
+        );
+        assert_eq!(s.env["RUN"], "dd-tp4-b64");
+        assert_eq!(s.env["B"], "b64-eagle");
+        let ar = c.servers.iter().find(|s| s.id == "ar").unwrap();
+        assert_eq!(ar.args[1..], ["--log-prefix", "tp1", "--n", "5"]);
+        assert_eq!(ar.env["RUN"], "ar");
+    }
+
+    #[test]
+    fn an_unknown_or_valueless_placeholder_is_refused_at_its_value() {
+        let text = format!("{HEAD}[[server]]\nid = \"a\"\nargs = [\"--gpus\", \"{{gpu}}\"]\n{WL}");
+        let e = campaign(&text).unwrap_err();
+        assert!(
+            e.message.contains("unknown placeholder `{gpu}`"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message.contains("{budget}"),
+            "lists the known ones: {}",
+            e.message
+        );
+        assert_eq!((e.line, e.col), (10, 19));
+        let text = format!("{HEAD}[[server]]\nid = \"a\"\nenv = {{ X = \"{{budget}}\" }}\n{WL}");
+        let e = campaign(&text).unwrap_err();
+        assert!(
+            e.message.contains("server `a` has no `budget`"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.line, 10);
     }
 }
