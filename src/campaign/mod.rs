@@ -198,13 +198,25 @@ pub struct RawServer {
 }
 
 /// A speculative axis entry: a settings table or the string `none`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum SpecEntry {
     /// `"none"`: autoregressive decoding.
     Name(String),
     /// Speculative settings.
     Settings(Speculative),
+}
+
+impl<'de> Deserialize<'de> for SpecEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Not an untagged enum: its one message ("did not match any
+        // variant") would hide what is wrong inside the table.
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(s) => Ok(SpecEntry::Name(s)),
+            table => Speculative::deserialize(table)
+                .map(SpecEntry::Settings)
+                .map_err(|e| serde::de::Error::custom(e.message())),
+        }
+    }
 }
 
 /// `[[matrix]]`: a Cartesian product of server settings.

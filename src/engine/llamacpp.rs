@@ -128,6 +128,12 @@ fn speculative(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
         // GGUF may still be given as the draft.
         SpecMethod::Mtp => ("draft-mtp", false),
         SpecMethod::Ngram => (DEFAULT_NGRAM_TYPE, false),
+        SpecMethod::Ddtree => {
+            return Err(format!(
+                "llama.cpp has no DDTree (an SGLang algorithm); methods llama.cpp supports: \
+                 {SUPPORTED}"
+            ));
+        }
         SpecMethod::Eagle => {
             return Err(format!(
                 "llama.cpp implements EAGLE-3 only (--spec-type draft-eagle3), not EAGLE; \

@@ -121,7 +121,7 @@ impl std::fmt::Display for EngineKind {
 }
 
 /// Speculative decoding methods servebench knows how to express per engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SpecMethod {
     /// EAGLE draft head (SGLang `EAGLE`, vLLM `eagle`); a tree when topk > 1.
@@ -130,8 +130,11 @@ pub enum SpecMethod {
     Eagle3,
     /// The model's own multi-token-prediction layers (SGLang `NEXTN`/`EAGLE`, vLLM `mtp`).
     Mtp,
-    /// Block-diffusion drafter (SGLang `DFLASH`).
+    /// Block-diffusion drafter (SGLang `DFLASH`); its block size is the budget.
     Dflash,
+    /// A DFlash drafter's block searched as a tree (SGLang `DDTREE`): the
+    /// budget is the tree's size, and the target verifies budget + 1 tokens.
+    Ddtree,
     /// A separate small draft model (SGLang `STANDALONE`, vLLM `draft_model`, llama.cpp `-md`).
     DraftModel,
     /// Prompt-lookup n-gram drafting (SGLang `NGRAM`, vLLM `ngram`, llama.cpp `ngram-*`).
@@ -139,6 +142,17 @@ pub enum SpecMethod {
 }
 
 impl SpecMethod {
+    /// Every method, for parsing and error messages.
+    pub const ALL: [SpecMethod; 7] = [
+        SpecMethod::Eagle,
+        SpecMethod::Eagle3,
+        SpecMethod::Mtp,
+        SpecMethod::Dflash,
+        SpecMethod::Ddtree,
+        SpecMethod::DraftModel,
+        SpecMethod::Ngram,
+    ];
+
     /// The kebab-case name used in campaign files.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -146,9 +160,28 @@ impl SpecMethod {
             SpecMethod::Eagle3 => "eagle3",
             SpecMethod::Mtp => "mtp",
             SpecMethod::Dflash => "dflash",
+            SpecMethod::Ddtree => "ddtree",
             SpecMethod::DraftModel => "draft-model",
             SpecMethod::Ngram => "ngram",
         }
+    }
+}
+
+impl<'de> Deserialize<'de> for SpecMethod {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        SpecMethod::ALL
+            .into_iter()
+            .find(|m| m.as_str() == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = SpecMethod::ALL.iter().map(|m| m.as_str()).collect();
+                serde::de::Error::custom(format!(
+                    "unknown speculative method `{name}`; known: {}. An algorithm servebench \
+                     has no rules for goes in `algorithm = \"{name}\"` instead of method, \
+                     passed to the engine as written (with budget_flag for its budget)",
+                    known.join(", ")
+                ))
+            })
     }
 }
 
@@ -180,6 +213,41 @@ pub struct Speculative {
     /// llama.cpp only: the `--spec-type` value for n-gram drafting (e.g. `ngram-simple`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llamacpp_type: Option<String>,
+    /// An algorithm servebench has no rules for, passed to the engine as
+    /// written (SGLang `--speculative-algorithm`, vLLM's config `method`);
+    /// instead of `method`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    /// SGLang only, with `algorithm`: the flag that takes the budget
+    /// (`num_draft_tokens`), e.g. `--speculative-jetspec-budget`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_flag: Option<String>,
+}
+
+impl Speculative {
+    /// The drafting's name as campaigns and reports show it: the method, or
+    /// a pass-through algorithm in lower case.
+    pub fn name(&self) -> Option<String> {
+        match (&self.method, &self.algorithm) {
+            (Some(m), _) => Some(m.as_str().to_string()),
+            (None, Some(a)) => Some(a.to_lowercase()),
+            (None, None) => None,
+        }
+    }
+
+    /// Tokens the target verifies per step, where servebench knows it: the
+    /// budget, or for DDTree the budget plus the tree's root. `None` for an
+    /// unset budget or a pass-through algorithm.
+    pub fn verified_tokens_per_step(&self) -> Option<u32> {
+        if self.algorithm.is_some() {
+            return None;
+        }
+        let n = self.num_draft_tokens?;
+        Some(match self.method {
+            Some(SpecMethod::Ddtree) => n.saturating_add(1),
+            _ => n,
+        })
+    }
 }
 
 /// Everything needed to start one server, engine-independent and normalized.
@@ -444,6 +512,12 @@ pub(crate) fn spec_method(
             "speculative.llamacpp_type applies to llama.cpp only; remove it for {engine}"
         ));
     }
+    if s.algorithm.is_some() || s.budget_flag.is_some() {
+        return Err(format!(
+            "{engine} takes no speculative algorithm by name (algorithm, budget_flag); \
+             use a method: {supported}"
+        ));
+    }
     match s.method {
         Some(method) => Ok(Some(method)),
         None if *s == Speculative::default() => Ok(None),
@@ -451,6 +525,57 @@ pub(crate) fn spec_method(
             "speculative settings need a method (one of: {supported})"
         )),
     }
+}
+
+/// A pass-through algorithm: its name as the engine spells it and the flag
+/// that takes its budget, when the campaign names one.
+pub(crate) struct PassThrough<'a> {
+    /// The algorithm's name, as written.
+    pub name: &'a str,
+    /// The flag that takes the budget.
+    pub budget_flag: Option<&'a str>,
+}
+
+/// `s`'s pass-through algorithm, if it names one, checked for settings that
+/// cannot go with it; `None`: `s` names a method (see [`spec_method`]).
+pub(crate) fn pass_through(s: &Speculative) -> Result<Option<PassThrough<'_>>, String> {
+    let Some(name) = s.algorithm.as_deref() else {
+        if s.budget_flag.is_some() {
+            return Err(
+                "speculative.budget_flag goes with algorithm (a pass-through algorithm); \
+                 known methods have their own budget flags"
+                    .into(),
+            );
+        }
+        return Ok(None);
+    };
+    if let Some(m) = s.method {
+        return Err(format!(
+            "speculative sets both method ({}) and algorithm ({name}); use method for an \
+             algorithm servebench knows, algorithm for one it passes through",
+            m.as_str()
+        ));
+    }
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "speculative algorithm {name:?} must be a name of letters, digits, `_` and `-`"
+        ));
+    }
+    if let Some(f) = s.budget_flag.as_deref() {
+        if !f.starts_with("--") || f.len() < 3 || f.contains(char::is_whitespace) {
+            return Err(format!(
+                "speculative budget_flag {f:?} must be one flag such as --speculative-x-budget"
+            ));
+        }
+    }
+    Ok(Some(PassThrough {
+        name,
+        budget_flag: s.budget_flag.as_deref(),
+    }))
 }
 
 /// Refuse what an engine that drafts a single chain of `num_draft_tokens`
@@ -692,6 +817,58 @@ mod tests {
         );
         assert!(command_line(&test_spec(EngineKind::Openai), "x").is_err());
         assert!(command_line(&test_spec(EngineKind::Command), "x").is_err());
+    }
+
+    #[test]
+    fn ddtree_and_pass_through_algorithms_are_refused_where_the_engine_has_no_such_thing() {
+        let ddtree = Speculative {
+            method: Some(SpecMethod::Ddtree),
+            draft_model: Some("d".into()),
+            num_draft_tokens: Some(8),
+            ..Default::default()
+        };
+        assert!(spec_err(EngineKind::Vllm, ddtree.clone()).contains("vllm has no DDTree"));
+        assert!(spec_err(EngineKind::Llamacpp, ddtree).contains("llama.cpp has no DDTree"));
+        let jet = Speculative {
+            algorithm: Some("jetspec".into()),
+            draft_model: Some("d".into()),
+            num_draft_tokens: Some(5),
+            ..Default::default()
+        };
+        let msg = spec_err(EngineKind::Llamacpp, jet.clone());
+        assert!(msg.contains("no speculative algorithm by name"), "{msg}");
+        // vLLM takes it as the config's method, the budget as its token count.
+        let mut spec = test_spec(EngineKind::Vllm);
+        spec.speculative = Some(jet.clone());
+        let argv = command_line(&spec, "x").unwrap();
+        let config: serde_json::Value =
+            serde_json::from_str(value_of(&argv, "--speculative-config").unwrap()).unwrap();
+        assert_eq!(
+            config,
+            serde_json::json!({"method": "jetspec", "model": "d", "num_speculative_tokens": 5})
+        );
+        let msg = spec_err(
+            EngineKind::Vllm,
+            Speculative {
+                budget_flag: Some("--b".into()),
+                ..jet
+            },
+        );
+        assert!(msg.contains("remove budget_flag"), "{msg}");
+    }
+
+    #[test]
+    fn an_unknown_method_names_the_known_ones_and_the_pass_through_key() {
+        let e = toml::from_str::<Speculative>("method = \"JETSPEC\"").unwrap_err();
+        let msg = e.message();
+        assert!(
+            msg.contains("unknown speculative method `JETSPEC`"),
+            "{msg}"
+        );
+        assert!(msg.contains("ddtree"), "{msg}");
+        assert!(msg.contains("algorithm = \"JETSPEC\""), "{msg}");
+        let ok: Speculative = toml::from_str("method = \"ddtree\"").unwrap();
+        assert_eq!(ok.method, Some(SpecMethod::Ddtree));
     }
 
     #[test]

@@ -12,8 +12,8 @@
 //! checks inline in `ServerArgs.__post_init__`.
 
 use super::{
-    push, push_server_flags, spec_method, EngineError, EngineKind, ServerFlags, ServerSpec,
-    SpecMethod, Speculative,
+    pass_through, push, push_server_flags, spec_method, EngineError, EngineKind, PassThrough,
+    ServerFlags, ServerSpec, SpecMethod, Speculative,
 };
 
 /// This engine's names for the shared server settings.
@@ -25,7 +25,7 @@ const FLAGS: ServerFlags = ServerFlags {
 };
 
 /// Every flag this adapter can emit, as spelled in `server_args.py`.
-pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<15>(&[
+pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<18>(&[
     "--model-path",
     "--speculative-algorithm",
     "--speculative-draft-model-path",
@@ -33,11 +33,14 @@ pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<15>(&[
     "--speculative-eagle-topk",
     "--speculative-num-draft-tokens",
     "--speculative-dflash-block-size",
+    "--speculative-ddtree-budget",
     "--speculative-ngram-max-bfs-breadth",
+    "--page-size",
+    "--disable-overlap-schedule",
 ]);
 
 /// The methods SGLang can express, for error messages.
-pub(super) const SUPPORTED: &str = "eagle, eagle3, mtp, dflash, draft-model, ngram";
+pub(super) const SUPPORTED: &str = "eagle, eagle3, mtp, dflash, ddtree, draft-model, ngram";
 
 /// The engine-specific arguments for `spec`.
 pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
@@ -52,12 +55,15 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
 }
 
 fn speculative(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
-    let Some(method) = spec_method(s, EngineKind::Sglang, SUPPORTED)? else {
-        return Ok(());
-    };
     if s.num_steps == Some(0) || s.topk == Some(0) || s.num_draft_tokens == Some(0) {
         return Err("speculative num_steps, topk and num_draft_tokens must be at least 1".into());
     }
+    if let Some(p) = pass_through(s)? {
+        return algorithm(s, &p, a);
+    }
+    let Some(method) = spec_method(s, EngineKind::Sglang, SUPPORTED)? else {
+        return Ok(());
+    };
     match method {
         SpecMethod::Eagle | SpecMethod::Eagle3 | SpecMethod::DraftModel => {
             let algo = match method {
@@ -119,6 +125,30 @@ fn speculative(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
             }
             Ok(())
         }
+        // DDTree searches the DFlash drafter's block as a tree of `budget`
+        // nodes; the target verifies them with the root (budget + 1 tokens).
+        // Tree verification needs one-token pages and runs without overlap
+        // scheduling, so both are stated rather than left to the hook.
+        SpecMethod::Ddtree => {
+            let Some(draft) = &s.draft_model else {
+                return Err("method ddtree needs draft_model, the DFlash drafter \
+                     (--speculative-draft-model-path)"
+                    .into());
+            };
+            if s.num_steps.is_some() || s.topk.is_some() {
+                return Err("ddtree sizes its tree with the budget (num_draft_tokens → \
+                     --speculative-ddtree-budget); leave num_steps and topk unset"
+                    .into());
+            }
+            push(a, "--speculative-algorithm", "DDTREE");
+            push(a, "--speculative-draft-model-path", draft);
+            if let Some(n) = s.num_draft_tokens {
+                push(a, "--speculative-ddtree-budget", n);
+            }
+            push(a, "--page-size", 1);
+            a.push("--disable-overlap-schedule".into());
+            Ok(())
+        }
         SpecMethod::Ngram => {
             if s.draft_model.is_some() {
                 return Err("method ngram drafts from the prompt and takes no draft_model".into());
@@ -139,6 +169,35 @@ fn speculative(s: &Speculative, a: &mut Vec<String>) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// An algorithm SGLang knows by name and servebench does not: its name,
+/// draft model, steps and topk go under SGLang's generic flags, the budget
+/// under the flag the campaign names.
+fn algorithm(s: &Speculative, p: &PassThrough, a: &mut Vec<String>) -> Result<(), String> {
+    push(a, "--speculative-algorithm", p.name);
+    if let Some(d) = &s.draft_model {
+        push(a, "--speculative-draft-model-path", d);
+    }
+    if let Some(n) = s.num_steps {
+        push(a, "--speculative-num-steps", n);
+    }
+    if let Some(k) = s.topk {
+        push(a, "--speculative-eagle-topk", k);
+    }
+    match (s.num_draft_tokens, p.budget_flag) {
+        (Some(n), Some(flag)) => push(a, flag, n),
+        (Some(n), None) => {
+            return Err(format!(
+                "algorithm {} has budget {n} but no budget_flag: name the flag that takes it \
+                 (e.g. budget_flag = \"--speculative-{}-budget\")",
+                p.name,
+                p.name.to_lowercase()
+            ))
+        }
+        (None, _) => {}
+    }
+    Ok(())
 }
 
 /// Steps, topk and draft-token budget of the EAGLE family (EAGLE, EAGLE3,
@@ -391,6 +450,97 @@ mod tests {
         );
         assert!(!argv.contains(&"--speculative-num-steps".to_string()));
         assert!(!argv.contains(&"--speculative-eagle-topk".to_string()));
+    }
+
+    #[test]
+    fn ddtree_sends_its_budget_with_one_token_pages_and_no_overlap() {
+        for budget in [8, 12, 15, 16, 32, 64] {
+            let s = Speculative {
+                method: Some(SpecMethod::Ddtree),
+                draft_model: Some("/models/dflash".into()),
+                num_draft_tokens: Some(budget),
+                ..Default::default()
+            };
+            // The target verifies the tree and its root.
+            assert_eq!(s.verified_tokens_per_step(), Some(budget + 1));
+            let argv = args(&spec_with(s)).unwrap();
+            assert_eq!(value_of(&argv, "--speculative-algorithm"), Some("DDTREE"));
+            assert_eq!(
+                value_of(&argv, "--speculative-draft-model-path"),
+                Some("/models/dflash")
+            );
+            assert_eq!(
+                value_of(&argv, "--speculative-ddtree-budget"),
+                Some(budget.to_string().as_str())
+            );
+            assert_eq!(value_of(&argv, "--page-size"), Some("1"));
+            assert!(argv.contains(&"--disable-overlap-schedule".to_string()));
+            for absent in [
+                "--speculative-num-draft-tokens",
+                "--speculative-dflash-block-size",
+                "--speculative-eagle-topk",
+            ] {
+                assert!(!argv.contains(&absent.to_string()), "{absent}");
+            }
+        }
+        let no_draft = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Ddtree),
+            num_draft_tokens: Some(8),
+            ..Default::default()
+        }));
+        assert!(no_draft.contains("DFlash drafter"), "{no_draft}");
+        let topk = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Ddtree),
+            draft_model: Some("d".into()),
+            topk: Some(4),
+            ..Default::default()
+        }));
+        assert!(topk.contains("leave num_steps and topk unset"), "{topk}");
+    }
+
+    #[test]
+    fn a_pass_through_algorithm_goes_as_written_with_its_own_budget_flag() {
+        let s = Speculative {
+            algorithm: Some("JETSPEC".into()),
+            draft_model: Some("/models/jet".into()),
+            budget_flag: Some("--speculative-jetspec-budget".into()),
+            num_draft_tokens: Some(24),
+            ..Default::default()
+        };
+        assert_eq!(s.name().as_deref(), Some("jetspec"));
+        assert_eq!(s.verified_tokens_per_step(), None);
+        let argv = args(&spec_with(s.clone())).unwrap();
+        assert_eq!(value_of(&argv, "--speculative-algorithm"), Some("JETSPEC"));
+        assert_eq!(
+            value_of(&argv, "--speculative-draft-model-path"),
+            Some("/models/jet")
+        );
+        assert_eq!(value_of(&argv, "--speculative-jetspec-budget"), Some("24"));
+        assert!(!argv.contains(&"--speculative-num-draft-tokens".to_string()));
+        // A budget with nowhere to go, a second method, a bad flag: refused.
+        let no_flag = err_of(&spec_with(Speculative {
+            budget_flag: None,
+            ..s.clone()
+        }));
+        assert!(no_flag.contains("no budget_flag"), "{no_flag}");
+        let both = err_of(&spec_with(Speculative {
+            method: Some(SpecMethod::Dflash),
+            ..s.clone()
+        }));
+        assert!(
+            both.contains("both method (dflash) and algorithm"),
+            "{both}"
+        );
+        let flag = err_of(&spec_with(Speculative {
+            budget_flag: Some("--x 3".into()),
+            ..s.clone()
+        }));
+        assert!(flag.contains("must be one flag"), "{flag}");
+        let name = err_of(&spec_with(Speculative {
+            algorithm: Some("A; rm".into()),
+            ..s
+        }));
+        assert!(name.contains("must be a name"), "{name}");
     }
 
     #[test]

@@ -16,8 +16,8 @@
 use serde_json::{json, Map, Value};
 
 use super::{
-    chain_only, push, push_server_flags, spec_method, EngineError, EngineKind, ServerFlags,
-    ServerSpec, SpecMethod, Speculative,
+    chain_only, pass_through, push, push_server_flags, spec_method, EngineError, EngineKind,
+    ServerFlags, ServerSpec, SpecMethod, Speculative,
 };
 
 /// This engine's names for the shared server settings.
@@ -60,9 +60,6 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
 
 /// The `--speculative-config` object for `s`, or `None` when `s` asks for nothing.
 fn speculative_config(s: &Speculative) -> Result<Option<Map<String, Value>>, String> {
-    let Some(method) = spec_method(s, EngineKind::Vllm, SUPPORTED)? else {
-        return Ok(None);
-    };
     // vLLM's proposers draft a chain of num_speculative_tokens; there is no
     // separate step count or branching factor to pass through.
     chain_only(s, "vllm", "num_speculative_tokens")?;
@@ -70,6 +67,26 @@ fn speculative_config(s: &Speculative) -> Result<Option<Map<String, Value>>, Str
         return Err("num_draft_tokens must be at least 1 (num_speculative_tokens > 0)".into());
     }
     let mut c = Map::new();
+    if let Some(p) = pass_through(s)? {
+        if p.budget_flag.is_some() {
+            return Err(format!(
+                "vllm takes every speculative setting in --speculative-config: the budget of \
+                 algorithm {} goes in num_speculative_tokens, so remove budget_flag",
+                p.name
+            ));
+        }
+        c.insert("method".into(), json!(p.name));
+        if let Some(d) = &s.draft_model {
+            c.insert("model".into(), json!(d));
+        }
+        if let Some(n) = s.num_draft_tokens {
+            c.insert("num_speculative_tokens".into(), json!(n));
+        }
+        return Ok(Some(c));
+    }
+    let Some(method) = spec_method(s, EngineKind::Vllm, SUPPORTED)? else {
+        return Ok(None);
+    };
     let name = match method {
         SpecMethod::Eagle => "eagle",
         SpecMethod::Eagle3 => "eagle3",
@@ -77,6 +94,13 @@ fn speculative_config(s: &Speculative) -> Result<Option<Map<String, Value>>, Str
         SpecMethod::DraftModel => "draft_model",
         SpecMethod::Ngram => "ngram",
         SpecMethod::Dflash => "dflash",
+        SpecMethod::Ddtree => {
+            return Err(
+                "vllm has no DDTree (SGLang's --speculative-algorithm DDTREE); use dflash, \
+                 or algorithm = \"<name>\" for a method this vLLM build registers"
+                    .into(),
+            )
+        }
     };
     c.insert("method".into(), json!(name));
     match method {
@@ -107,7 +131,11 @@ fn speculative_config(s: &Speculative) -> Result<Option<Map<String, Value>>, Str
             }
             None => {}
         },
-        SpecMethod::Eagle | SpecMethod::Eagle3 | SpecMethod::DraftModel | SpecMethod::Dflash => {
+        SpecMethod::Eagle
+        | SpecMethod::Eagle3
+        | SpecMethod::DraftModel
+        | SpecMethod::Dflash
+        | SpecMethod::Ddtree => {
             let Some(d) = &s.draft_model else {
                 return Err(format!(
                     "method {} needs draft_model (the speculative config's model)",

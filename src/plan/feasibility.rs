@@ -104,7 +104,7 @@ pub fn memory(
         inputs.gpus_available = Some(c.hardware.gpus.len() as u32);
     }
     if let Some(sp) = &s.speculative {
-        inputs.speculative_num_draft_tokens = sp.num_draft_tokens;
+        inputs.speculative_num_draft_tokens = sp.verified_tokens_per_step();
         if let Some(d) = &sp.draft_model {
             inputs.draft = memory::load_model_info(std::path::Path::new(d)).ok();
         }
@@ -127,6 +127,29 @@ pub fn memory(
         errors,
         warnings,
     })
+}
+
+/// The estimates `plan` cannot make for `s`, each with what it does instead:
+/// a pass-through speculative algorithm has no rules servebench knows.
+pub fn unknowns(s: &ServerConfig) -> Vec<String> {
+    let Some(name) = s
+        .speculative
+        .as_ref()
+        .and_then(|sp| sp.algorithm.as_deref())
+    else {
+        return Vec::new();
+    };
+    vec![
+        format!(
+            "memory: algorithm {name} is passed through as written, so the tokens it verifies \
+             per step (their KV and recurrent state) are unknown; the check counts its draft \
+             model's weights, if any, and assumes the default draft tokens per step"
+        ),
+        format!(
+            "ETA: algorithm {name}'s tokens per step are unknown; the server is estimated as \
+             autoregressive until its first cell is measured"
+        ),
+    ]
 }
 
 /// Verdict for one cell: a skip reason, and warnings.

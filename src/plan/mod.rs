@@ -139,6 +139,9 @@ pub struct ServerGroup {
     pub eta_basis: String,
     /// Whether measured cells corrected the prior.
     pub calibrated: bool,
+    /// Estimates servebench cannot make for this server, and what it does instead.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cannot_estimate: Vec<String>,
 }
 
 impl ServerGroup {
@@ -324,6 +327,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 .map(|sp| sp.basis.clone())
                 .unwrap_or_default(),
             calibrated: !est.calibration.is_empty(),
+            cannot_estimate: feasibility::unknowns(s),
             server: s.clone(),
             spec,
             command,
@@ -699,6 +703,9 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
         ));
         if let Some(m) = &g.memory {
             out.push_str(&format!("  memory: {}\n", m.line()));
+        }
+        for what in &g.cannot_estimate {
+            out.push_str(&format!("  cannot estimate {what}\n"));
         }
         if g.needs_launch() {
             out.push_str(&format!(

@@ -77,8 +77,7 @@ impl ServerConfig {
     pub fn method_name(&self) -> String {
         self.speculative
             .as_ref()
-            .and_then(|s| s.method)
-            .map(|m| m.as_str().to_string())
+            .and_then(Speculative::name)
             .unwrap_or_else(|| "ar".into())
     }
 }
@@ -234,9 +233,9 @@ fn check_server(
         }
     }
     if let Some(sp) = &s.speculative {
-        if sp.method.is_none() {
+        if sp.method.is_none() && sp.algorithm.is_none() {
             return Err(src.error_at(at, format!(
-                "server `{}`: speculative needs `method` (eagle, eagle3, mtp, dflash, draft-model, ngram)",
+                "server `{}`: speculative needs `method` (eagle, eagle3, mtp, dflash, ddtree, draft-model, ngram) or `algorithm` (a name the engine knows, passed as written)",
                 s.id
             )));
         }
@@ -563,6 +562,41 @@ mod tests {
         let e = campaign(&text).unwrap_err();
         assert!(
             e.message.contains("server `a` has no `budget`"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.line, 10);
+    }
+
+    #[test]
+    fn ddtree_and_pass_through_algorithms_expand_over_the_budget_axis() {
+        let text = format!(
+            "{HEAD}[[matrix]]\nid = \"{{method}}-b{{budget}}\"\n\
+             speculative = [\"none\", {{ method = \"ddtree\", draft_model = \"/d\" }}, \
+             {{ algorithm = \"JETSPEC\", budget_flag = \"--speculative-jetspec-budget\" }}]\n\
+             budget = [8, 64]\n{WL}"
+        );
+        let c = campaign(&text).unwrap();
+        let ids: Vec<&str> = c.servers.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "ar-bnone",
+                "ddtree-b8",
+                "ddtree-b64",
+                "jetspec-b8",
+                "jetspec-b64"
+            ]
+        );
+        assert_eq!(c.servers[4].param("budget").as_deref(), Some("64"));
+        assert_eq!(c.servers[4].param("method").as_deref(), Some("jetspec"));
+        // A mistake inside an entry is named, not "did not match any variant".
+        let text = format!(
+            "{HEAD}[[matrix]]\nid = \"x{{budget}}\"\nspeculative = [{{ method = \"ddtre\" }}]\nbudget = [8]\n{WL}"
+        );
+        let e = campaign(&text).unwrap_err();
+        assert!(
+            e.message.contains("unknown speculative method `ddtre`"),
             "{}",
             e.message
         );
