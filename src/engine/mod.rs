@@ -309,15 +309,9 @@ pub fn command_line(spec: &ServerSpec, self_exe: &str) -> Result<Vec<String>, En
     } else {
         spec.executable.clone()
     };
-    let generated = match spec.engine {
-        EngineKind::Sglang => sglang::args(spec)?,
-        EngineKind::Vllm => vllm::args(spec)?,
-        EngineKind::Llamacpp => llamacpp::args(spec)?,
-        EngineKind::Sim => {
-            if argv.is_empty() {
-                argv = vec![self_exe.to_string(), "sim".to_string()];
-            }
-            sim_args(spec)?
+    match spec.engine {
+        EngineKind::Sim if argv.is_empty() => {
+            argv = vec![self_exe.to_string(), "sim".to_string()];
         }
         EngineKind::Command => {
             if argv.is_empty() {
@@ -327,21 +321,121 @@ pub fn command_line(spec: &ServerSpec, self_exe: &str) -> Result<Vec<String>, En
                 ));
             }
             argv = argv.iter().map(|a| fill_launch(spec, a)).collect();
-            Vec::new()
         }
-        EngineKind::Openai => {
-            return Err(EngineError::new(
-                spec.engine,
-                "an external endpoint is not launched",
-            ));
-        }
-    };
+        _ => {}
+    }
+    let generated = generated_args(spec)?;
     if argv.is_empty() {
         return Err(EngineError::new(spec.engine, "no executable to run"));
     }
     argv.extend(generated);
     argv.extend(spec.extra_args.iter().map(|a| fill_launch(spec, a)));
     Ok(argv)
+}
+
+/// The arguments the adapter generates from `spec`'s settings, between the
+/// executable and the campaign's own `args`.
+fn generated_args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
+    match spec.engine {
+        EngineKind::Sglang => sglang::args(spec),
+        EngineKind::Vllm => vllm::args(spec),
+        EngineKind::Llamacpp => llamacpp::args(spec),
+        EngineKind::Sim => sim_args(spec),
+        EngineKind::Command => Ok(Vec::new()),
+        EngineKind::Openai => Err(EngineError::new(
+            spec.engine,
+            "an external endpoint is not launched",
+        )),
+    }
+}
+
+/// Other spellings of flags the adapters generate, per engine (each from the
+/// engine's own parser: SGLang's and vLLM's argparse aliases, llama.cpp's
+/// short forms).
+const FLAG_ALIASES: &[(EngineKind, &str, &str)] = &[
+    (EngineKind::Sglang, "--tensor-parallel-size", "--tp-size"),
+    (EngineKind::Sglang, "--model", "--model-path"),
+    (EngineKind::Vllm, "-tp", "--tensor-parallel-size"),
+    (EngineKind::Llamacpp, "-m", "--model"),
+    (EngineKind::Llamacpp, "-c", "--ctx-size"),
+    (EngineKind::Llamacpp, "-np", "--parallel"),
+    (EngineKind::Llamacpp, "-a", "--alias"),
+];
+
+/// The campaign setting a generated flag comes from, for error messages.
+fn setting_of(flag: &str) -> &'static str {
+    match flag {
+        "--tp-size" | "--tensor-parallel-size" => "tp",
+        "--mem-fraction-static" | "--gpu-memory-utilization" => "mem_fraction",
+        "--max-running-requests" | "--max-num-seqs" | "--parallel" => "max_running_requests",
+        "--context-length" | "--max-model-len" | "--ctx-size" => "context_length",
+        "--model-path" | "--model" => "[model] path",
+        "--served-model-name" | "--alias" | "--model-name" => "[model] name",
+        "--host" | "--port" => "the address servebench starts the server on",
+        _ => "speculative",
+    }
+}
+
+/// A flag in a server's `args` that the adapter also generates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepeatedFlag {
+    /// Index of the flag in `extra_args`.
+    pub index: usize,
+    /// The flag as written in `args`.
+    pub written: String,
+    /// The flag and value the adapter generates.
+    pub generated: String,
+    /// The campaign setting the generated flag comes from.
+    pub setting: &'static str,
+}
+
+impl std::fmt::Display for RepeatedFlag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` in args repeats `{}`, which servebench generates from {}; the engine would \
+             take one of them while the plan checks the other, so set {} instead of the flag",
+            self.written, self.generated, self.setting, self.setting
+        )
+    }
+}
+
+/// The flags of `spec.extra_args` that repeat a generated one (under any of
+/// its spellings, `--flag=value` included). Empty when the adapter refuses
+/// `spec`: that error is reported on its own.
+pub fn repeated_flags(spec: &ServerSpec) -> Vec<RepeatedFlag> {
+    let Ok(generated) = generated_args(spec) else {
+        return Vec::new();
+    };
+    let canonical = |flag: &str| -> String {
+        FLAG_ALIASES
+            .iter()
+            .find(|(e, alias, _)| *e == spec.engine && *alias == flag)
+            .map(|(_, _, c)| c.to_string())
+            .unwrap_or_else(|| flag.to_string())
+    };
+    let mut out = Vec::new();
+    for (index, arg) in spec.extra_args.iter().enumerate() {
+        if !arg.starts_with('-') || arg.len() < 2 {
+            continue;
+        }
+        let name = canonical(arg.split('=').next().unwrap_or(arg));
+        let Some(at) = generated.iter().position(|g| canonical(g) == name) else {
+            continue;
+        };
+        let value = generated
+            .get(at + 1)
+            .filter(|v| !v.starts_with('-'))
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default();
+        out.push(RepeatedFlag {
+            index,
+            written: arg.clone(),
+            generated: format!("{}{value}", generated[at]),
+            setting: setting_of(&generated[at]),
+        });
+    }
+    out
 }
 
 /// The environment to start `spec` with, its launch placeholders filled.
@@ -869,6 +963,30 @@ mod tests {
         assert!(msg.contains("algorithm = \"JETSPEC\""), "{msg}");
         let ok: Speculative = toml::from_str("method = \"ddtree\"").unwrap();
         assert_eq!(ok.method, Some(SpecMethod::Ddtree));
+    }
+
+    #[test]
+    fn repeated_flags_are_found_under_short_and_joined_spellings() {
+        let mut s = test_spec(EngineKind::Llamacpp);
+        s.context_length = Some(4096);
+        s.extra_args = ["-t", "1", "-c", "1024", "--parallel=2", "--jinja"]
+            .map(String::from)
+            .to_vec();
+        let found = repeated_flags(&s);
+        assert_eq!(
+            found
+                .iter()
+                .map(|r| (r.index, r.written.as_str(), r.generated.as_str(), r.setting))
+                .collect::<Vec<_>>(),
+            [(2, "-c", "--ctx-size 4096", "context_length")],
+            "--parallel is not generated: max_running_requests is unset"
+        );
+        s.max_running_requests = Some(4);
+        assert_eq!(repeated_flags(&s).len(), 2);
+        // Nothing is generated for an external endpoint, nothing repeats.
+        let mut o = test_spec(EngineKind::Openai);
+        o.extra_args = vec!["--port".into()];
+        assert!(repeated_flags(&o).is_empty());
     }
 
     #[test]

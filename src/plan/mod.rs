@@ -208,21 +208,12 @@ pub struct PlanOptions {
 
 /// The spec of a server config (port 0 until launch).
 pub fn server_spec(c: &Campaign, s: &ServerConfig) -> ServerSpec {
-    ServerSpec {
-        engine: c.engine.kind,
-        executable: c.engine.executable.clone(),
-        model_path: c.model.path.clone(),
-        served_model_name: Some(c.model.served_name.clone()),
-        host: "127.0.0.1".into(),
-        port: 0,
-        tp: s.tp,
-        mem_fraction: s.mem_fraction,
-        max_running_requests: s.max_running_requests,
-        context_length: s.context_length,
-        speculative: s.speculative.clone(),
-        extra_args: s.args.clone(),
-        env: s.env.clone(),
-    }
+    s.spec(
+        c.engine.kind,
+        c.engine.executable.clone(),
+        c.model.path.clone(),
+        c.model.served_name.clone(),
+    )
 }
 
 /// Build the plan against what is stored.

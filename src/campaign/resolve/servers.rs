@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use super::super::{CampaignError, OneOrMany, RawCampaign, RawServer, Source, SpecEntry};
 use super::{check_path_id, expand_env};
-use crate::engine::{placeholders, Speculative};
+use crate::engine::{placeholders, EngineKind, ServerSpec, Speculative};
 
 /// One server configuration: everything that needs its own server process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,6 +71,32 @@ impl ServerConfig {
         let mut out = secret::env_secrets(&self.env, &self.secret_env);
         out.extend(secret::argv_secrets(&self.args));
         out
+    }
+
+    /// The engine-level spec of this config for `engine`, listening on
+    /// 127.0.0.1 with the port chosen at launch (0 until then).
+    pub fn spec(
+        &self,
+        engine: EngineKind,
+        executable: Vec<String>,
+        model_path: String,
+        served_model_name: String,
+    ) -> ServerSpec {
+        ServerSpec {
+            engine,
+            executable,
+            model_path,
+            served_model_name: Some(served_model_name),
+            host: "127.0.0.1".into(),
+            port: 0,
+            tp: self.tp,
+            mem_fraction: self.mem_fraction,
+            max_running_requests: self.max_running_requests,
+            context_length: self.context_length,
+            speculative: self.speculative.clone(),
+            extra_args: self.args.clone(),
+            env: self.env.clone(),
+        }
     }
 
     /// The speculative method's name, or `ar` for autoregressive decoding.
@@ -203,6 +229,7 @@ fn fill_server(
 /// value of their own point.
 fn check_server(
     src: &Source,
+    engine: EngineKind,
     at: usize,
     s: &mut ServerConfig,
     written: &WrittenText,
@@ -218,6 +245,12 @@ fn check_server(
         .map(|(k, v)| Ok((k.to_string(), fill_server(src, s, v)?)))
         .collect::<Result<_, CampaignError>>()?;
     expand_draft_model_env(src, at, s)?;
+    if let Some(r) = crate::engine::repeated_flags(&flag_check_spec(engine, s)).first() {
+        return Err(src.error_at(
+            written.args[r.index].span().start,
+            format!("server `{}`: {r}", s.id),
+        ));
+    }
     if let Err(rule) = check_path_id(&s.id) {
         return Err(src.error_at(at, format!("server id `{}` {rule}", s.id)));
     }
@@ -249,6 +282,12 @@ fn check_server(
         }
     }
     Ok(())
+}
+
+/// What the adapter needs to say which flags it generates for `s`; the
+/// model and address do not change which flags those are.
+fn flag_check_spec(engine: EngineKind, s: &ServerConfig) -> ServerSpec {
+    s.spec(engine, Vec::new(), "model".into(), "model".into())
 }
 
 /// Expand environment references in a server's draft model path.
@@ -283,7 +322,7 @@ pub(super) fn expand_servers(
             return Err(src.error_at(0, "every [[server]] needs an `id`"));
         }
         let (mut cfg, written) = merge_server(raw, s, &[], &NO_ENV);
-        check_server(src, at, &mut cfg, &written)?;
+        check_server(src, raw.engine.kind, at, &mut cfg, &written)?;
         out.push((cfg, at));
     }
     for m in &raw.matrix {
@@ -396,7 +435,7 @@ pub(super) fn expand_servers(
                                 cfg.speculative = spec;
                                 cfg.id = render_id(m.id.get_ref(), &cfg)
                                     .map_err(|e| src.error(&m.id, e))?;
-                                check_server(src, at, &mut cfg, &written)?;
+                                check_server(src, raw.engine.kind, at, &mut cfg, &written)?;
                                 out.push((cfg, at));
                             }
                         }
@@ -411,7 +450,7 @@ pub(super) fn expand_servers(
             ..raw.defaults.clone()
         };
         let (mut cfg, written) = merge_server(raw, &only, &[], &NO_ENV);
-        check_server(src, 0, &mut cfg, &written)?;
+        check_server(src, raw.engine.kind, 0, &mut cfg, &written)?;
         out.push((cfg, 0));
     }
     let mut seen = BTreeSet::new();
@@ -601,5 +640,48 @@ mod tests {
             e.message
         );
         assert_eq!(e.line, 10);
+    }
+
+    #[test]
+    fn a_flag_the_adapter_generates_is_refused_in_args_under_any_spelling() {
+        // The case: SGLang keeps the last --context-length, the plan
+        // would check 131072 while the server runs 32768.
+        let text = format!(
+            "{HEAD}[defaults]\ncontext_length = 131072\n[[server]]\nid = \"a\"\nargs = [\"--context-length\", \"32768\"]\n{WL}"
+        );
+        let e = campaign(&text).unwrap_err();
+        assert!(
+            e.message.contains("server `a`: `--context-length` in args repeats `--context-length 131072`, which servebench generates from context_length"),
+            "{}",
+            e.message
+        );
+        assert_eq!((e.line, e.col), (12, 9));
+        for (args, setting) in [
+            ("\"--tensor-parallel-size=2\"", "from tp"),
+            ("\"--mem-fraction-static\", \"0.7\"", "from mem_fraction"),
+            ("\"--port\", \"1\"", "the address"),
+        ] {
+            let text = format!(
+                "{HEAD}[defaults]\nmem_fraction = 0.8\n[[server]]\nid = \"a\"\nargs = [{args}]\n{WL}"
+            );
+            let e = campaign(&text).unwrap_err();
+            assert!(e.message.contains(setting), "{args}: {}", e.message);
+        }
+        // A flag generated only for another server, or one the adapter never
+        // writes, is fine.
+        let text = format!(
+            "{HEAD}[[server]]\nid = \"a\"\nargs = [\"--context-length\", \"32768\", \"--page-size\", \"16\"]\n{WL}"
+        );
+        assert!(campaign(&text).is_ok());
+        let text = format!(
+            "{HEAD}[[server]]\nid = \"d\"\nspeculative = {{ method = \"ddtree\", draft_model = \"/d\", num_draft_tokens = 8 }}\nargs = [\"--page-size\", \"16\"]\n{WL}"
+        );
+        let e = campaign(&text).unwrap_err();
+        assert!(
+            e.message
+                .contains("repeats `--page-size 1`, which servebench generates from speculative"),
+            "{}",
+            e.message
+        );
     }
 }
