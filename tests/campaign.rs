@@ -667,6 +667,209 @@ fn plan_of_the_sglang_example_skips_what_cannot_fit_and_shows_kv_capacity() {
     );
 }
 
+/// The sglang example with one more matrix: an algorithm servebench has no
+/// rules for, passed through by name with its own budget flag.
+fn ddtree_campaign_with_a_pass_through(dir: &Path) -> PathBuf {
+    let text = include_str!("../examples/sglang-hybrid-8gpu.toml").replace(
+        "config = \"models/Qwen3.6-27B\"",
+        &format!(
+            "config = \"{}/examples/models/Qwen3.6-27B\"",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+    ) + r#"
+[[matrix]]
+id = "jetspec-tp{tp}-b{budget}"
+tp = [1]
+speculative = [{ algorithm = "JETSPEC", draft_model = "/models/jet", budget_flag = "--speculative-jetspec-budget" }]
+budget = [16, 32]
+"#;
+    write_campaign(dir, &text)
+}
+
+#[test]
+fn plan_shows_every_ddtree_server_with_its_budget_and_a_pass_through_with_its_own_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = ddtree_campaign_with_a_pass_through(dir.path());
+    let (code, stdout, err) = run(&["plan", path.to_str().unwrap(), "--show-commands"]);
+    assert_eq!(code, 0, "{err}");
+    let mut commands: BTreeMap<String, String> = BTreeMap::new();
+    let mut server = String::new();
+    for line in stdout.lines() {
+        if let Some(rest) = line.strip_prefix("server ") {
+            server = rest.split_whitespace().next().unwrap().to_string();
+        } else if let Some(cmd) = line.strip_prefix("  command: ") {
+            commands.insert(server.clone(), cmd.to_string());
+        }
+    }
+    let mut ddtree = 0;
+    for tp in [1, 4, 8] {
+        for b in [8, 12, 15, 16, 32, 64] {
+            let id = format!("ddtree-tp{tp}-b{b}");
+            let cmd = commands
+                .get(&id)
+                .unwrap_or_else(|| panic!("no command for {id}: {stdout}"));
+            for part in [
+                "--speculative-algorithm DDTREE".to_string(),
+                format!("--speculative-ddtree-budget {b} "),
+                "--page-size 1 ".into(),
+                "--disable-overlap-schedule".into(),
+                "--speculative-draft-model-path /models/Qwen3.6-27B-DFlash".into(),
+                format!("--tp-size {tp} "),
+            ] {
+                assert!(cmd.contains(&part), "{id}: `{part}` missing from {cmd}");
+            }
+            ddtree += 1;
+        }
+    }
+    assert_eq!(ddtree, 18);
+    assert!(commands["dflash-tp4-b16"].contains("--speculative-dflash-block-size 16"));
+    assert!(!commands["ar-tp1"].contains("--speculative"));
+    for b in [16, 32] {
+        let cmd = &commands[&format!("jetspec-tp1-b{b}")];
+        assert!(
+            cmd.contains("--speculative-algorithm JETSPEC")
+                && cmd.contains(&format!("--speculative-jetspec-budget {b}"))
+                && cmd.contains("--speculative-draft-model-path /models/jet"),
+            "{cmd}"
+        );
+    }
+    assert_eq!(commands.len(), 3 + 3 + 18 + 2);
+    for (id, cmd) in &commands {
+        assert!(!cmd.contains('{'), "{id}: a placeholder left in {cmd}");
+    }
+    // What servebench does not know about the pass-through, it says.
+    assert!(
+        stdout.contains("cannot estimate memory: algorithm JETSPEC is passed through")
+            && stdout.contains("cannot estimate ETA: algorithm JETSPEC"),
+        "{stdout}"
+    );
+    // The budget is an axis of `--only`.
+    let (code, stdout, _) = run(&["plan", path.to_str().unwrap(), "--only", "budget=16"]);
+    assert_eq!(code, 0);
+    let servers: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("server "))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        servers,
+        [
+            "dflash-tp1-b16",
+            "dflash-tp4-b16",
+            "dflash-tp8-b16",
+            "ddtree-tp1-b16",
+            "ddtree-tp4-b16",
+            "ddtree-tp8-b16",
+            "jetspec-tp1-b16"
+        ]
+    );
+}
+
+#[test]
+fn a_budget_sweep_on_the_simulator_charts_one_series_per_method_and_tp_over_every_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_campaign(
+        dir.path(),
+        r#"
+[campaign]
+name = "sweep"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
+[[matrix]]
+id = "ar-tp{tp}"
+tp = [1, 4, 8]
+[[matrix]]
+id = "dflash-tp{tp}-b{budget}"
+tp = [1, 4]
+speculative = [{ method = "dflash", draft_model = "/d", acceptance = 0.7 }]
+budget = [16]
+[[matrix]]
+id = "ddtree-tp{tp}-b{budget}"
+tp = [1, 4, 8]
+speculative = [{ method = "ddtree", draft_model = "/d", acceptance = 0.7 }]
+budget = [8, 12, 15, 16, 32, 64]
+[[matrix]]
+id = "jetspec-tp{tp}-b{budget}"
+tp = [1]
+speculative = [{ algorithm = "JETSPEC", acceptance = 0.6 }]
+budget = [16, 32]
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 24
+concurrency = 1
+num_requests = 2
+[run]
+baseline = "ar-tp1"
+"#,
+    );
+    let (code, _, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let root = dir.path().join("results/sweep");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let budget: Vec<&serde_json::Value> = report["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["section"] == "budget")
+        .collect();
+    let throughput = budget
+        .iter()
+        .find(|c| {
+            c["title"]
+                .as_str()
+                .unwrap()
+                .starts_with("Output throughput")
+        })
+        .unwrap_or_else(|| panic!("no budget chart: {}", report["notes"]));
+    let series: BTreeMap<&str, Vec<f64>> = throughput["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap(),
+                s["points"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p[0].as_f64().unwrap())
+                    .collect(),
+            )
+        })
+        .collect();
+    let all = vec![8.0, 12.0, 15.0, 16.0, 32.0, 64.0];
+    assert_eq!(
+        series.keys().copied().collect::<Vec<_>>(),
+        [
+            "ddtree tp1",
+            "ddtree tp4",
+            "ddtree tp8",
+            "dflash tp1",
+            "dflash tp4",
+            "jetspec tp1"
+        ]
+    );
+    for tp in [1, 4, 8] {
+        assert_eq!(series[format!("ddtree tp{tp}").as_str()], all);
+    }
+    assert_eq!(series["jetspec tp1"], [16.0, 32.0]);
+    // The budget is a column of the CSV, per server.
+    let csv = std::fs::read_to_string(root.join("report.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "budget").unwrap();
+    let row = csv
+        .lines()
+        .find(|l| l.starts_with("ddtree-tp8-b64,"))
+        .unwrap_or_else(|| panic!("{csv}"));
+    assert_eq!(row.split(',').nth(col), Some("64"));
+}
+
 #[test]
 fn sigkill_mid_cell_leaves_no_process_of_a_wrapper_that_forks_and_detaches_grandchildren() {
     let dir = tempfile::tempdir().unwrap();

@@ -108,6 +108,135 @@ pub struct Chart {
     pub series: Vec<Series>,
 }
 
+/// Most budget-sweep charts in one report; the rest are in report.csv.
+const MAX_BUDGET_CHARTS: usize = 12;
+
+/// Throughput (and acceptance length) against the speculative budget. Each
+/// (method, TP) is one series over every budget measured, so a DDTree sweep
+/// at TP1 and TP4 reads as two lines next to DFlash's; a chart holds one
+/// workload family at one load, at the family's lowest load (where drafting
+/// pays most) and at its highest (where it can cost).
+fn budget_charts(
+    points: &[PointRow],
+    line: &dyn Fn(String, usize, SeriesStyle, Vec<(f64, f64)>) -> Series,
+    notes: &mut Vec<String>,
+) -> Vec<Chart> {
+    let sweep: Vec<&PointRow> = points
+        .iter()
+        .filter(|p| p.budget.is_some() && p.output_tok_s.is_some())
+        .collect();
+    let budgets: BTreeSet<u32> = sweep.iter().filter_map(|p| p.budget).collect();
+    if budgets.len() < 2 {
+        notes.push(format!(
+            "speculative budget sweep needs at least two budgets (num_draft_tokens); {} measured: chart skipped",
+            budgets.len()
+        ));
+        return Vec::new();
+    }
+    let load_key = |p: &PointRow| -> f64 {
+        match p.concurrency {
+            Some(c) => f64::from(c),
+            None => {
+                1e9 + p
+                    .load
+                    .trim_start_matches("rate")
+                    .parse::<f64>()
+                    .unwrap_or(0.0)
+            }
+        }
+    };
+    let mut families: Vec<&str> = Vec::new();
+    let mut series_keys: Vec<(&str, u32)> = Vec::new();
+    for p in &sweep {
+        if !families.contains(&p.family.as_str()) {
+            families.push(&p.family);
+        }
+        if !series_keys.contains(&(p.method.as_str(), p.gpus)) {
+            series_keys.push((&p.method, p.gpus));
+        }
+    }
+    series_keys.sort();
+    let mut charts = Vec::new();
+    for fam in families {
+        let in_fam: Vec<&PointRow> = sweep.iter().copied().filter(|p| p.family == fam).collect();
+        let mut loads: Vec<(f64, &str)> = in_fam
+            .iter()
+            .map(|p| (load_key(p), p.load.as_str()))
+            .collect();
+        loads.sort_by(|a, b| a.0.total_cmp(&b.0));
+        loads.dedup_by(|a, b| a.1 == b.1);
+        let mut shown: Vec<&str> = loads.first().map(|l| l.1).into_iter().collect();
+        if let Some(last) = loads.last().filter(|l| !shown.contains(&l.1)) {
+            shown.push(last.1);
+        }
+        let series_of = |load: &str, f: &dyn Fn(&PointRow) -> Option<f64>| -> Vec<Series> {
+            series_keys
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (method, gpus))| {
+                    let pts: Vec<(f64, f64)> = in_fam
+                        .iter()
+                        .filter(|p| p.load == load && p.method == *method && p.gpus == *gpus)
+                        .filter_map(|p| Some((f64::from(p.budget?), f(p)?)))
+                        .collect();
+                    (!pts.is_empty())
+                        .then(|| line(format!("{method} tp{gpus}"), i, SeriesStyle::Line, pts))
+                })
+                .collect()
+        };
+        for load in &shown {
+            let series = series_of(load, &|p| p.output_tok_s.map(|s| s.mean));
+            if distinct_budgets(&series) < 2 {
+                continue;
+            }
+            charts.push(Chart {
+                section: ChartSection::Budget,
+                title: format!("Output throughput vs. speculative budget — {fam} at {load}"),
+                x_label: "budget (num_draft_tokens; DDTree: tree size)".into(),
+                y_label: "output throughput (tokens/s)".into(),
+                kind: ChartKind::Line { log_x: false },
+                series,
+            });
+        }
+        if let Some(load) = shown.first() {
+            let acc = series_of(load, &|p| p.acceptance_length.map(|s| s.mean));
+            if distinct_budgets(&acc) >= 2 {
+                charts.push(Chart {
+                    section: ChartSection::Budget,
+                    title: format!("Acceptance length vs. speculative budget — {fam} at {load}"),
+                    x_label: "budget (num_draft_tokens; DDTree: tree size)".into(),
+                    y_label: "acceptance length (tokens/step)".into(),
+                    kind: ChartKind::Line { log_x: false },
+                    series: acc,
+                });
+            }
+        }
+    }
+    if charts.is_empty() {
+        notes.push(
+            "no workload family and load was measured at two budgets: budget charts skipped".into(),
+        );
+    } else if charts.len() > MAX_BUDGET_CHARTS {
+        notes.push(format!(
+            "{} budget-sweep charts; the first {MAX_BUDGET_CHARTS} are shown, report.csv has every point",
+            charts.len()
+        ));
+        charts.truncate(MAX_BUDGET_CHARTS);
+    }
+    charts
+}
+
+/// How many budgets (x values) the series of one chart hold together.
+fn distinct_budgets(series: &[Series]) -> usize {
+    let mut xs: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    xs.len()
+}
+
 #[allow(clippy::too_many_arguments)]
 /// The charts of a report, with notes on what they leave out.
 pub(super) fn charts(
@@ -253,68 +382,9 @@ pub(super) fn charts(
         }
     }
 
-    // Budget sweep.
-    let sweep: Vec<&PointRow> = points
-        .iter()
-        .filter(|p| p.budget.is_some() && p.output_tok_s.is_some())
-        .collect();
-    let budgets: BTreeSet<u32> = sweep.iter().filter_map(|p| p.budget).collect();
-    if budgets.len() < 2 {
-        notes.push(format!(
-            "speculative budget sweep needs at least two budgets (num_draft_tokens); {} measured: chart skipped",
-            budgets.len()
-        ));
-    } else {
-        let mut keys: Vec<(String, String, String)> = Vec::new();
-        for p in &sweep {
-            let k = (p.method.clone(), p.family.clone(), p.load.clone());
-            if !keys.contains(&k) {
-                keys.push(k);
-            }
-        }
-        keys.truncate(8);
-        let methods = keys.iter().map(|k| &k.0).collect::<BTreeSet<_>>().len();
-        let mk = |f: &dyn Fn(&PointRow) -> Option<f64>| -> Vec<Series> {
-            keys.iter()
-                .enumerate()
-                .filter_map(|(i, (m, fam, load))| {
-                    let pts: Vec<(f64, f64)> = sweep
-                        .iter()
-                        .filter(|p| &p.method == m && &p.family == fam && &p.load == load)
-                        .filter_map(|p| Some((p.budget? as f64, f(p)?)))
-                        .collect();
-                    // The method only tells series apart when several were swept.
-                    let name = if methods > 1 {
-                        format!("{m} {fam} {load}")
-                    } else {
-                        format!("{fam} {load}")
-                    };
-                    (!pts.is_empty()).then(|| line(name, i, SeriesStyle::Line, pts))
-                })
-                .collect()
-        };
-        out.push(Chart {
-            section: ChartSection::Budget,
-            title: "Output throughput vs. speculative budget".into(),
-            x_label: "budget (num_draft_tokens)".into(),
-            y_label: "output throughput (tokens/s)".into(),
-            kind: ChartKind::Line { log_x: false },
-            series: mk(&|p| p.output_tok_s.map(|s| s.mean)),
-        });
-        let acc = mk(&|p| p.acceptance_length.map(|s| s.mean));
-        if acc.is_empty() {
-            notes.push("no acceptance length known for the budget sweep: chart skipped".into());
-        } else {
-            out.push(Chart {
-                section: ChartSection::Budget,
-                title: "Acceptance length vs. speculative budget".into(),
-                x_label: "budget (num_draft_tokens)".into(),
-                y_label: "acceptance length (tokens/step)".into(),
-                kind: ChartKind::Line { log_x: false },
-                series: acc,
-            });
-        }
-    }
+    // Budget sweep: one series per (method, TP), one chart per workload
+    // family at its lowest and its highest load.
+    out.extend(budget_charts(points, &line, notes));
 
     // Context length.
     let ctx: Vec<&PointRow> = points

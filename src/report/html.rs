@@ -36,7 +36,7 @@ const SECTIONS: [(ChartSection, &str, &str); 6] = [
     (ChartSection::Throughput, "Throughput and latency vs. concurrency", "Output throughput and TTFT p50 (solid) / p99 (dashed) per server config; means over repetitions."),
     (ChartSection::PerGpu, "Throughput per GPU vs. speed per user", "One point per (server config, concurrency); throughput divided by the server's TP size. Circled points form the Pareto frontier: no other point is both faster per user and more productive per GPU."),
     (ChartSection::Speedup, "Speedup over the baseline", "Ratio of median per-request decode speed to the baseline's at the same workload point, per prompt kind and output length."),
-    (ChartSection::Budget, "Speculative budget sweep", "Output throughput and acceptance length against the draft budget (num_draft_tokens)."),
+    (ChartSection::Budget, "Speculative budget sweep", "Output throughput and acceptance length against the draft budget (num_draft_tokens; DDTree: the tree size), one line per method and TP, per workload family at its lowest and highest load."),
     (ChartSection::Context, "Context length", "TTFT and decode speed against the prompt length."),
     (ChartSection::Agentic, "Agentic sessions", "Per-turn latency of multi-turn sessions: each turn resends the whole conversation."),
 ];
