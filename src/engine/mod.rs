@@ -438,6 +438,50 @@ pub fn repeated_flags(spec: &ServerSpec) -> Vec<RepeatedFlag> {
     out
 }
 
+/// Every flag of an engine's own parser, as one release has it: SGLang's
+/// `ServerArgs.add_cli_args` and vLLM's `make_arg_parser`, written out by
+/// `scripts/engine-flags.py`.
+fn parser_flags(engine: EngineKind) -> Option<(&'static str, &'static str)> {
+    match engine {
+        EngineKind::Sglang => Some(("sglang 0.5.23", include_str!("flags/sglang-0.5.23.txt"))),
+        EngineKind::Vllm => Some(("vllm 0.32.0", include_str!("flags/vllm-0.32.0.txt"))),
+        _ => None,
+    }
+}
+
+/// Warnings for flags in `spec.extra_args` that the engine's parser (as of
+/// the release its flag list comes from) does not have: a misspelt flag is
+/// found at plan time instead of when the server refuses to start.
+pub fn unknown_flags(spec: &ServerSpec) -> Vec<String> {
+    let Some((release, list)) = parser_flags(spec.engine) else {
+        return Vec::new();
+    };
+    let known: std::collections::HashSet<&str> = list.lines().collect();
+    let mut out = Vec::new();
+    for arg in &spec.extra_args {
+        // Values such as `-1` or JSON are not flags.
+        let is_flag = arg.starts_with("--")
+            || (arg.starts_with('-') && arg[1..].starts_with(|c: char| c.is_ascii_alphabetic()));
+        if !is_flag {
+            continue;
+        }
+        let mut name = arg.split('=').next().unwrap_or(arg).to_string();
+        if spec.engine == EngineKind::Vllm {
+            // vLLM's parser takes `--max_model_len` and dotted JSON keys
+            // (`--compilation-config.mode`).
+            name = name.split('.').next().unwrap_or(&name).replace('_', "-");
+        }
+        if !known.contains(name.as_str()) {
+            out.push(format!(
+                "`{arg}` is not a flag of {release} (its parser's {} flags): check the \
+                 spelling, or that the release you run has it",
+                known.len()
+            ));
+        }
+    }
+    out
+}
+
 /// The environment to start `spec` with, its launch placeholders filled.
 pub fn environment(spec: &ServerSpec) -> BTreeMap<String, String> {
     spec.env
@@ -987,6 +1031,59 @@ mod tests {
         let mut o = test_spec(EngineKind::Openai);
         o.extra_args = vec!["--port".into()];
         assert!(repeated_flags(&o).is_empty());
+    }
+
+    #[test]
+    fn flags_the_engines_parser_lacks_draw_a_warning() {
+        let mut s = test_spec(EngineKind::Sglang);
+        s.extra_args = [
+            "--trust-remote-code",
+            "--chunked-prefill-size=4096",
+            "--speculative-ddtree-budgt",
+            "8",
+            "-1",
+        ]
+        .map(String::from)
+        .to_vec();
+        let w = unknown_flags(&s);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("`--speculative-ddtree-budgt` is not a flag of sglang 0.5.23"),
+            "{w:?}"
+        );
+        // Every flag the adapters write is in their engine's list, except
+        // DDTree's, which is newer than the release the list comes from.
+        for (engine, own) in [
+            (EngineKind::Sglang, sglang::KNOWN_FLAGS),
+            (EngineKind::Vllm, vllm::KNOWN_FLAGS),
+        ] {
+            let mut s = test_spec(engine);
+            s.extra_args = own
+                .iter()
+                .filter(|f| **f != "--speculative-ddtree-budget")
+                .map(|f| f.to_string())
+                .collect();
+            assert_eq!(unknown_flags(&s), Vec::<String>::new(), "{engine}");
+        }
+        let mut v = test_spec(EngineKind::Vllm);
+        v.extra_args = [
+            "--max_model_len",
+            "9",
+            "--compilation-config.mode",
+            "3",
+            "-tp",
+            "2",
+            "--enforce-eagr",
+        ]
+        .map(String::from)
+        .to_vec();
+        let w = unknown_flags(&v);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("--enforce-eagr"), "{w:?}");
+        // Engines without a list warn about nothing.
+        let mut l = test_spec(EngineKind::Llamacpp);
+        l.extra_args = vec!["--whatever".into()];
+        assert!(unknown_flags(&l).is_empty());
     }
 
     #[test]

@@ -142,6 +142,9 @@ pub struct ServerGroup {
     /// Estimates servebench cannot make for this server, and what it does instead.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cannot_estimate: Vec<String>,
+    /// Flags in its `args` that the engine's parser does not know.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown_flags: Vec<String>,
 }
 
 impl ServerGroup {
@@ -319,6 +322,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 .unwrap_or_default(),
             calibrated: !est.calibration.is_empty(),
             cannot_estimate: feasibility::unknowns(s),
+            unknown_flags: engine::unknown_flags(&spec),
             server: s.clone(),
             spec,
             command,
@@ -697,6 +701,9 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
         }
         for what in &g.cannot_estimate {
             out.push_str(&format!("  cannot estimate {what}\n"));
+        }
+        for flag in &g.unknown_flags {
+            out.push_str(&format!("  warning: {flag}\n"));
         }
         if g.needs_launch() {
             out.push_str(&format!(
