@@ -180,6 +180,9 @@ pub struct RunArgs {
     /// Start servers on this machine whatever `[launcher]` says (what each Slurm job runs).
     #[arg(long)]
     pub local: bool,
+    /// Also write the run's events to FILE as JSON lines (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
+    pub log_json: Option<PathBuf>,
 }
 
 /// Arguments of `servebench memory`.

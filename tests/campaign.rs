@@ -871,6 +871,104 @@ baseline = "ar-tp1"
 }
 
 #[test]
+fn the_event_log_follows_the_quickstart_crash_in_order_and_covers_every_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = include_str!("../examples/quickstart.toml")
+        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let p = write_campaign(dir.path(), &text);
+    let log = dir.path().join("events.jsonl");
+    let (code, _, err) = run(&[
+        "run",
+        p.to_str().unwrap(),
+        "--log-json",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    for e in &events {
+        assert!(e["at"].as_str().is_some_and(|t| t.ends_with('Z')), "{e}");
+    }
+    let name = |e: &serde_json::Value| e["event"].as_str().unwrap().to_string();
+    assert_eq!(name(&events[0]), "planned");
+    assert_eq!(events[0]["cells"], 20);
+    // The crashing variant, told event by event: one cell measured, the
+    // server dies in the second, that cell fails and the other three are
+    // stored as not run.
+    let crashy: Vec<String> = events
+        .iter()
+        .filter(|e| e["server"] == "spec-crashy")
+        .map(name)
+        .collect();
+    assert_eq!(
+        crashy,
+        [
+            "group_started",
+            "server_healthy",
+            "cell_started",
+            "cell_judged",
+            "cell_stored",
+            "cell_started",
+            "server_crashed",
+            "cell_stored",
+            "cell_stored",
+            "cell_stored",
+            "cell_stored"
+        ]
+    );
+    let crash = events
+        .iter()
+        .find(|e| e["event"] == "server_crashed")
+        .unwrap();
+    assert!(
+        crash["detail"]
+            .as_str()
+            .unwrap()
+            .contains("illegal instruction"),
+        "{crash}"
+    );
+    let statuses: Vec<&str> = events
+        .iter()
+        .filter(|e| e["server"] == "spec-crashy" && e["event"] == "cell_stored")
+        .map(|e| e["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["ok", "failed", "not_run", "not_run", "not_run"]);
+    // Every stored cell has its event, once.
+    let mut stored: Vec<String> = events
+        .iter()
+        .filter(|e| e["event"] == "cell_stored")
+        .map(|e| {
+            format!(
+                "{}/{}",
+                e["server"].as_str().unwrap(),
+                e["cell"].as_str().unwrap()
+            )
+        })
+        .collect();
+    stored.sort();
+    let on_disk: Vec<String> = cells(&dir.path().join("results/quickstart"))
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(stored.len(), 20);
+    assert_eq!(stored, on_disk);
+    // The last event is the outcome, and it is the exit code the run returned.
+    let last = events.last().unwrap();
+    assert_eq!(name(last), "finished");
+    assert_eq!(
+        (
+            last["measured"].as_u64(),
+            last["failed"].as_u64(),
+            last["exit_code"].as_u64()
+        ),
+        (Some(17), Some(4), Some(0))
+    );
+}
+
+#[test]
 fn sigkill_mid_cell_leaves_no_process_of_a_wrapper_that_forks_and_detaches_grandchildren() {
     let dir = tempfile::tempdir().unwrap();
     let model = format!("tree-model-{}", std::process::id());

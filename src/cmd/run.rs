@@ -27,21 +27,27 @@ pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
         } else {
             None
         };
-    let outcome = runner::run_campaign(&c, &opts, cancel).await?;
+    let mut events = runner::events::Events::terminal();
+    if let Some(path) = &a.log_json {
+        events = events.with(runner::events::JsonLines::create(path)?);
+    }
+    let outcome = runner::run_campaign(&c, &opts, &events, cancel).await?;
     if a.dry_run {
         return Ok(ExitCode::SUCCESS);
     }
     let store = store::Store::new(&c.results_dir);
     let cells = runner::summary::current_cells(&c, &store);
     print!("{}", runner::summary::render(&c, &cells));
-    eprintln!(
-        "{} servers launched, {} cells measured, {} reused, {} failed; results in {}",
-        outcome.launches,
-        outcome.measured,
-        outcome.cached,
-        outcome.failed,
-        c.results_dir.display()
-    );
+    let exit_code = exit_code(&c, &outcome, &cells);
+    events.emit(runner::events::Event::Finished {
+        launches: outcome.launches,
+        measured: outcome.measured,
+        cached: outcome.cached,
+        failed: outcome.failed,
+        interrupted: outcome.interrupted,
+        exit_code,
+        results: c.results_dir.display().to_string(),
+    });
     // The campaign's description lets `report` find the baseline and order
     // later; the report itself is best effort: a failure to write it must
     // not hide the run's own outcome.
@@ -57,7 +63,19 @@ pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
     }
     if outcome.interrupted {
         eprintln!("interrupted: finished cells are stored; run again to resume");
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    Ok(ExitCode::from(exit_code))
+}
+
+/// The exit code of a run: interrupted, some cell failed (outside servers
+/// expected to fail), or success.
+fn exit_code(
+    c: &campaign::Campaign,
+    outcome: &runner::RunOutcome,
+    cells: &[store::CellResult],
+) -> u8 {
+    if outcome.interrupted {
+        return EXIT_INTERRUPTED;
     }
     // The campaign as written now decides what is expected, not the stored copy.
     let expected: std::collections::BTreeSet<&str> = c
@@ -69,9 +87,9 @@ pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
     let any_failed = cells
         .iter()
         .any(|r| r.status.is_failure() && !expected.contains(r.server_id.as_str()));
-    Ok(if any_failed {
-        ExitCode::from(EXIT_SOME_FAILED)
+    if any_failed {
+        EXIT_SOME_FAILED
     } else {
-        ExitCode::SUCCESS
-    })
+        0
+    }
 }

@@ -9,6 +9,7 @@
 //! loses at most the cell in flight; the next run resumes from the store.
 
 pub mod eta;
+pub mod events;
 pub mod lock;
 pub mod measure;
 pub mod parallel;
@@ -36,7 +37,8 @@ use crate::plan::{self, PlanOptions, PlannedCell, ServerGroup, Verdict};
 use crate::store::identity::{cell_identity, model_config_digest, METHOD_VERSION};
 use crate::store::{CellResult, CellStatus, ServerRun, Store, CELL_SCHEMA_VERSION};
 use crate::util::shell::shell_words;
-use crate::util::units::{fmt_s, now_rfc3339};
+use crate::util::units::now_rfc3339;
+use events::{Event, Events};
 use measure::{measure_level, LevelJob};
 
 /// Options of `servebench run`.
@@ -71,10 +73,11 @@ pub struct RunOutcome {
     pub interrupted: bool,
 }
 
-/// Run a campaign.
+/// Run a campaign, telling `events` what happens.
 pub async fn run_campaign(
     c: &Campaign,
     opts: &RunOptions,
+    events: &Events,
     cancel: CancellationToken,
 ) -> anyhow::Result<RunOutcome> {
     let store = Store::new(&c.results_dir);
@@ -84,13 +87,24 @@ pub async fn run_campaign(
         .to_string();
     let cleaned = store.clean_temporaries();
     if cleaned > 0 {
-        eprintln!("removed {cleaned} temporary files left by an interrupted run");
+        events.emit(Event::TemporariesRemoved { count: cleaned });
     }
     let index = store.index();
     let plan = plan::build(c, &index, &opts.plan, &self_exe);
-    eprint!("{}", plan::render(&plan, false));
+    events.emit(Event::Planned {
+        cells: plan
+            .groups
+            .iter()
+            .flat_map(|g| &g.cells)
+            .filter(|cell| cell.verdict.runs())
+            .count(),
+        eta_s: plan.groups.iter().map(ServerGroup::eta_s).sum(),
+        rendered: plan::render(&plan, false),
+    });
     if let Some(line) = crate::launcher::slurm::plan_summary(c, &plan) {
-        eprint!("{line}");
+        events.emit(Event::Note {
+            message: line.trim_end().to_string(),
+        });
     }
     let mut out = RunOutcome::default();
     if opts.dry_run {
@@ -110,6 +124,7 @@ pub async fn run_campaign(
                     r.status = CellStatus::Skipped;
                     r.failure = Some(f);
                     store.write(&r).context("cannot write a cell result")?;
+                    events.stored(&r);
                 }
                 _ => {}
             }
@@ -122,7 +137,7 @@ pub async fn run_campaign(
             &store,
             &self_exe,
             &opts.job_args,
-            &cancel,
+            (&cancel, events),
             &mut out,
         )
         .await?;
@@ -137,7 +152,7 @@ pub async fn run_campaign(
             &cancel,
             opts,
             &mut out,
-            (&live, &leaders),
+            (&live, &leaders, events),
         )
         .await?;
     }
@@ -147,14 +162,13 @@ pub async fn run_campaign(
     Ok(out)
 }
 
-/// The line printed when a group starts.
-fn announce(g: &ServerGroup, eta_left: f64) {
-    eprintln!(
-        "== server {} ({} cells to run; campaign ETA {} left)",
-        g.server.id,
-        g.cells.iter().filter(|c| c.verdict.runs()).count(),
-        fmt_s(eta_left.max(0.0))
-    );
+/// The event of a group starting.
+fn announce(g: &ServerGroup, eta_left: f64) -> Event {
+    Event::GroupStarted {
+        server: g.server.id.clone(),
+        cells: g.cells.iter().filter(|c| c.verdict.runs()).count(),
+        eta_left_s: eta_left,
+    }
 }
 
 pub(crate) fn base_result(c: &Campaign, g: &ServerGroup, cell: &PlannedCell) -> CellResult {
@@ -337,13 +351,12 @@ async fn launch(
     match health {
         Ok(d) => {
             run.startup_s = Some(d.as_secs_f64());
-            eprintln!(
-                "   {} healthy after {:.1}s on {} ({})",
-                g.server.id,
-                d.as_secs_f64(),
-                run.url,
-                server.describe()
-            );
+            slot.events.emit(Event::ServerHealthy {
+                server: g.server.id.clone(),
+                after_s: d.as_secs_f64(),
+                url: run.url.clone(),
+                process: server.describe(),
+            });
             if c.engine.kind.has_cold_start() && c.run.server_warmup > 0 {
                 let api = g
                     .cells
@@ -354,13 +367,12 @@ async fn launch(
                     });
                 let warm = warm_up(c, &run.url, api, cancel).await;
                 run.warmup_s = Some(warm.seconds);
-                match &warm.error {
-                    None => eprintln!(
-                        "   {} warmed up with {} request(s) in {:.1}s",
-                        g.server.id, c.run.server_warmup, warm.seconds
-                    ),
-                    Some(e) => eprintln!("   {} warm-up failed: {e}", g.server.id),
-                }
+                slot.events.emit(Event::ServerWarmedUp {
+                    server: g.server.id.clone(),
+                    requests: c.run.server_warmup,
+                    seconds: warm.seconds,
+                    error: warm.error.clone(),
+                });
                 run.warmup_error = warm.error;
             }
             Ok(Running {
@@ -393,7 +405,7 @@ async fn run_group(
         .filter(|c| c.verdict.runs())
         .cloned()
         .collect();
-    let mut searches = search::GroupSearches::new(c, g, store);
+    let mut searches = search::GroupSearches::new(c, g, store, slot.events);
     let digest = model_config_digest(&c.model);
     // Past the fixed cells, each search adds its next probe as a cell.
     let more = |cells: &mut Vec<PlannedCell>, searches: &mut search::GroupSearches| match searches
@@ -419,10 +431,11 @@ async fn run_group(
                 if c.engine.kind.launches() {
                     out.launches += 1;
                 }
-                eprintln!(
-                    "   {} failed to start: {} ({})",
-                    g.server.id, failure.class, failure.detail
-                );
+                slot.events.emit(Event::ServerStartFailed {
+                    server: g.server.id.clone(),
+                    class: failure.class,
+                    detail: failure.detail.clone(),
+                });
                 slot.eta.group_done(&g.server.id);
                 for cell in &cells[i..] {
                     let mut r = base_result(c, g, cell);
@@ -430,6 +443,7 @@ async fn run_group(
                     r.failure = Some(failure.clone());
                     r.server_run = Some(run.clone());
                     store.write(&r)?;
+                    slot.events.stored(&r);
                     out.failed += 1;
                 }
                 return Ok(opts.fail_fast);
@@ -461,7 +475,11 @@ async fn run_group(
                     .then(|| r.summary.as_ref().map(|s| s.output_throughput_tok_s))
                     .flatten()
             }) {
-                eprintln!("   [{}] {}: not needed: {why}", g.server.id, cell.name);
+                slot.events.emit(Event::CellNotNeeded {
+                    server: g.server.id.clone(),
+                    cell: cell.name.clone(),
+                    why,
+                });
                 slot.eta.finished(&g.server.id, &cell.name, 0.0, None);
                 i += 1;
                 continue;
@@ -469,7 +487,10 @@ async fn run_group(
             let mut r = base_result(c, g, cell);
             r.server_run = Some(running.run.clone());
             let cell_started = std::time::Instant::now();
-            eprintln!("   [{}] {} ...", g.server.id, cell.name);
+            slot.events.emit(Event::CellStarted {
+                server: g.server.id.clone(),
+                cell: cell.name.clone(),
+            });
             let window = slot.tracker.begin(&g.server.id, &cell.name);
             // One client per cell: the scrapes and the load share its connections.
             let endpoint = endpoint_for(c, &running.url, cell.workload.api);
@@ -543,10 +564,15 @@ async fn run_group(
                         format!("server died during this cell ({status})"),
                     )
                     .with_log(&tail);
-                    eprintln!("   [{}] {} crashed: {}", g.server.id, cell.name, f.detail);
+                    slot.events.emit(Event::ServerCrashed {
+                        server: g.server.id.clone(),
+                        cell: cell.name.clone(),
+                        detail: f.detail.clone(),
+                    });
                     r.status = CellStatus::Failed;
                     r.failure = Some(f.clone());
                     store.write(&r)?;
+                    slot.events.stored(&r);
                     searches.record(&r);
                     out.failed += 1;
                     out.measured += 1;
@@ -557,7 +583,9 @@ async fn run_group(
                     if c.run.retry_after_crash && !retried && (i < cells.len() || searches.open()) {
                         retried = true;
                         launch_no += 1;
-                        eprintln!("   restarting {} once after the crash", g.server.id);
+                        slot.events.emit(Event::ServerRestarting {
+                            server: g.server.id.clone(),
+                        });
                         continue 'launches;
                     }
                     slot.eta.group_done(&g.server.id);
@@ -570,6 +598,7 @@ async fn run_group(
                             format!("not run: the server crashed during cell {}", cell.name),
                         ));
                         store.write(&nr)?;
+                        slot.events.stored(&nr);
                         out.failed += 1;
                     }
                     return Ok(opts.fail_fast);
@@ -613,7 +642,8 @@ async fn run_group(
                 }
             }
             let failed = r.status.is_failure();
-            print_cell_line(&r);
+            slot.events
+                .emit(Event::CellJudged(Box::new(events::Judged::of(&r))));
             let timed = r
                 .summary
                 .as_ref()
@@ -625,8 +655,11 @@ async fn run_group(
                 cell_started.elapsed().as_secs_f64(),
                 timed,
             );
-            eprintln!("   campaign ETA left: {}", fmt_s(slot.eta.left_s(None)));
+            slot.events.emit(Event::EtaUpdated {
+                left_s: slot.eta.left_s(None),
+            });
             store.write(&r)?;
+            slot.events.stored(&r);
             searches.record(&r);
             out.measured += 1;
             if failed {
@@ -643,11 +676,10 @@ async fn run_group(
         if let Some(mut s) = running.local.take() {
             let killed = s.stop(c.run.grace_period).await;
             if killed {
-                eprintln!(
-                    "   {} ignored SIGTERM for {:.0}s and was killed",
-                    g.server.id,
-                    c.run.grace_period.as_secs_f64()
-                );
+                slot.events.emit(Event::ServerKilled {
+                    server: g.server.id.clone(),
+                    grace_s: c.run.grace_period.as_secs_f64(),
+                });
             }
         }
         return Ok(false);
@@ -667,33 +699,6 @@ async fn wait_for_exit(server: &mut ServerHandle, limit: Duration) -> Option<Str
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn print_cell_line(r: &CellResult) {
-    let s = r.summary.as_ref();
-    let p50 = |v: Option<crate::metrics::stats::Stats>| {
-        v.map(|s| format!("{:.1}", s.p50))
-            .unwrap_or_else(|| "-".into())
-    };
-    eprintln!(
-        "   [{}] {}: {} — {} ok / {} failed, {:.1} out tok/s, TTFT p50 {} ms, TPOT p50 {} ms{}",
-        r.server_id,
-        r.cell_name,
-        r.status.as_str(),
-        s.map(|s| s.completed).unwrap_or(0),
-        s.map(|s| s.failed).unwrap_or(0),
-        s.map(|s| s.output_throughput_tok_s).unwrap_or(0.0),
-        p50(s.and_then(|s| s.latency.ttft_ms)),
-        p50(s.and_then(|s| s.latency.tpot_ms)),
-        r.failure
-            .as_ref()
-            .map(|f| format!(
-                " ({}: {})",
-                f.class,
-                crate::failure::truncate(&f.detail, 160)
-            ))
-            .unwrap_or_default()
-    );
 }
 
 /// Decide a measured cell's status from its summary.

@@ -35,6 +35,8 @@ pub struct Slot<'a> {
     pub eta: &'a super::eta::LiveEta,
     /// The best search boundaries so far, for stopping configs that cannot win.
     pub leaders: &'a super::search::Leaders,
+    /// Where the group tells what happens.
+    pub events: &'a super::events::Events,
 }
 
 /// Measurement windows of cells, to tell which ran at the same time.
@@ -81,11 +83,18 @@ pub async fn run_groups(
     cancel: &CancellationToken,
     opts: &RunOptions,
     out: &mut RunOutcome,
-    (eta, leaders): (&super::eta::LiveEta, &super::search::Leaders),
+    (eta, leaders, events): (
+        &super::eta::LiveEta,
+        &super::search::Leaders,
+        &super::events::Events,
+    ),
 ) -> anyhow::Result<()> {
+    use super::events::Event;
     let (mut pool, note) = gpu::pool_for(c, gpu::probe_busy);
     if let Some(n) = note {
-        eprintln!("note: {n}");
+        events.emit(Event::Note {
+            message: format!("note: {n}"),
+        });
     }
     let launcher = if opts.local {
         &Launcher::Local
@@ -94,7 +103,9 @@ pub async fn run_groups(
     };
     let width = opts.parallel.max(1);
     if width > 1 {
-        eprintln!("running up to {width} server groups at once");
+        events.emit(Event::Note {
+            message: format!("running up to {width} server groups at once"),
+        });
     }
     let tracker = Tracker::default();
     let mut running = FuturesUnordered::new();
@@ -111,7 +122,7 @@ pub async fn run_groups(
                 break;
             };
             next += 1;
-            announce(g, eta.left_s(None));
+            events.emit(announce(g, eta.left_s(None)));
             let tracker = &tracker;
             running.push(async move {
                 let slot = Slot {
@@ -120,6 +131,7 @@ pub async fn run_groups(
                     tracker,
                     eta,
                     leaders,
+                    events,
                 };
                 let mut mine = RunOutcome::default();
                 let r = run_group(c, g, store, cancel, opts, &mut mine, &slot).await;

@@ -13,6 +13,8 @@ use crate::search::{self, cannot_win, LevelFacts, Step, Throughput, INTERVAL_SEE
 use crate::store::identity::{cell_identity, model_config_digest};
 use crate::store::{probe_verdict, CellResult, Store};
 
+use super::events::{Event, Events};
+
 /// The best boundary found so far per search, across server groups.
 #[derive(Debug, Default)]
 pub struct Leaders(Mutex<BTreeMap<String, (String, Throughput)>>);
@@ -80,11 +82,17 @@ pub(crate) struct GroupSearches<'a> {
     /// Identity of a probe in flight → (search, grid index).
     pending: HashMap<String, (usize, u64)>,
     digest: Option<String>,
+    events: &'a Events,
 }
 
 impl<'a> GroupSearches<'a> {
     /// The group's searches that still have probes to measure.
-    pub(crate) fn new(c: &'a Campaign, g: &'a ServerGroup, store: &'a Store) -> Self {
+    pub(crate) fn new(
+        c: &'a Campaign,
+        g: &'a ServerGroup,
+        store: &'a Store,
+        events: &'a Events,
+    ) -> Self {
         let runs = g
             .searches
             .iter()
@@ -107,6 +115,7 @@ impl<'a> GroupSearches<'a> {
             runs,
             pending: HashMap::new(),
             digest: model_config_digest(&c.model),
+            events,
         }
     }
 
@@ -148,11 +157,11 @@ impl<'a> GroupSearches<'a> {
             match search::next_step(&spec, &self.runs[r].probed) {
                 Step::Done(o) => {
                     self.runs[r].over = true;
-                    eprintln!(
-                        "   [{}] search {name}: {}",
-                        self.g.server.id,
-                        crate::plan::describe_outcome(&spec, &o)
-                    );
+                    self.events.emit(Event::Search {
+                        server: self.g.server.id.clone(),
+                        search: name.clone(),
+                        message: crate::plan::describe_outcome(&spec, &o),
+                    });
                     if let Some(pass) = o.passing_load() {
                         let k = spec.index_of(pass).expect("outcome loads are grid points");
                         if let Some(t) = self.throughput(r, k) {
@@ -164,10 +173,11 @@ impl<'a> GroupSearches<'a> {
                     if self.c.run.stop_losers {
                         if let Some(why) = self.cannot_win(r, leaders) {
                             self.runs[r].over = true;
-                            eprintln!(
-                                "   [{}] search {name}: stopped early: cannot win ({why})",
-                                self.g.server.id
-                            );
+                            self.events.emit(Event::Search {
+                                server: self.g.server.id.clone(),
+                                search: name.clone(),
+                                message: format!("stopped early: cannot win ({why})"),
+                            });
                             continue;
                         }
                     }
@@ -248,17 +258,19 @@ impl<'a> GroupSearches<'a> {
             self.runs[r].throughput.insert(k, t);
         }
         let load = self.runs[r].planned.spec.level(k);
-        eprintln!(
-            "   [{}] search {}: {} {load} {}",
-            self.g.server.id,
-            self.runs[r].planned.name,
-            self.runs[r].planned.spec.axis,
-            if verdict.passed() {
-                "meets every bound".to_string()
-            } else {
-                format!("misses: {}", verdict.missed.join("; "))
-            }
-        );
+        self.events.emit(Event::Search {
+            server: self.g.server.id.clone(),
+            search: self.runs[r].planned.name.clone(),
+            message: format!(
+                "{} {load} {}",
+                self.runs[r].planned.spec.axis,
+                if verdict.passed() {
+                    "meets every bound".to_string()
+                } else {
+                    format!("misses: {}", verdict.missed.join("; "))
+                }
+            ),
+        });
         self.runs[r].probed.insert(k, verdict.passed());
     }
 

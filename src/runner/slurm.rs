@@ -23,6 +23,7 @@ use crate::store::{CellStatus, Store};
 use crate::util::proc::output_of_async;
 use crate::util::shell::shell_words;
 
+use super::events::{Event, Events};
 use super::{base_result, RunOutcome};
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -116,7 +117,7 @@ pub async fn submit(
     store: &Store,
     self_exe: &str,
     forward: &[String],
-    cancel: &CancellationToken,
+    (cancel, events): (&CancellationToken, &Events),
     out: &mut RunOutcome,
 ) -> anyhow::Result<()> {
     let Launcher::Slurm(o) = &c.launcher else {
@@ -132,7 +133,9 @@ pub async fn submit(
         .flat_map(|g| g.cells.iter().filter(|c| c.verdict.runs()))
         .map(|c| c.identity.clone())
         .collect();
-    eprintln!("submitting {} Slurm jobs", groups.len());
+    events.emit(Event::Note {
+        message: format!("submitting {} Slurm jobs", groups.len()),
+    });
     let mut jobs: Vec<Job> = Vec::new();
     for g in &groups {
         if cancel.is_cancelled() {
@@ -150,7 +153,7 @@ pub async fn submit(
         let text = match output_of_async(&argv).await {
             Ok(t) => t,
             Err(e) => {
-                cancel_jobs(&jobs).await;
+                cancel_jobs(&jobs, events).await;
                 anyhow::bail!("cannot submit the job of server {}: {e}", g.server.id);
             }
         };
@@ -160,11 +163,13 @@ pub async fn submit(
             "sbatch answered `{}` instead of a job id",
             text.trim()
         );
-        eprintln!(
-            "   server {}: job {id} ({})",
-            g.server.id,
-            shell_words(&argv)
-        );
+        events.emit(Event::Note {
+            message: format!(
+                "   server {}: job {id} ({})",
+                g.server.id,
+                shell_words(&argv)
+            ),
+        });
         jobs.push(Job {
             output: dir.join(format!("{}-{id}.out", g.server.id)),
             id,
@@ -179,7 +184,7 @@ pub async fn submit(
     let mut last_poll_error = Instant::now();
     loop {
         if cancel.is_cancelled() {
-            cancel_jobs(&jobs).await;
+            cancel_jobs(&jobs, events).await;
             out.interrupted = true;
             return Ok(());
         }
@@ -197,7 +202,12 @@ pub async fn submit(
                     match states.get(&j.id) {
                         Some(s) if !is_final(s) => {
                             if *s != j.state {
-                                eprintln!("   job {} ({}): {s}", j.id, j.group.server.id);
+                                events.emit(Event::Note {
+                                    message: format!(
+                                        "   job {} ({}): {s}",
+                                        j.id, j.group.server.id
+                                    ),
+                                });
                                 j.state = s.clone();
                             }
                         }
@@ -206,7 +216,9 @@ pub async fn submit(
                 }
             }
             Err(e) if last_poll_error.elapsed() > Duration::from_secs(30) => {
-                eprintln!("warning: {e}");
+                events.emit(Event::Warning {
+                    message: e.to_string(),
+                });
                 last_poll_error = Instant::now();
             }
             Err(_) => {}
@@ -216,7 +228,9 @@ pub async fn submit(
             .filter(|i| !before.contains(*i))
             .count();
         if landed != shown {
-            eprintln!("   progress: {landed} of {} cells stored", wanted.len());
+            events.emit(Event::Note {
+                message: format!("   progress: {landed} of {} cells stored", wanted.len()),
+            });
             shown = landed;
         }
         tokio::select! {
@@ -231,10 +245,12 @@ pub async fn submit(
         .count();
     for j in &jobs {
         let (state, reason, exit) = final_state(&j.id).await;
-        eprintln!(
-            "   job {} ({}) ended {state} (reason: {reason}; exit code {exit})",
-            j.id, j.group.server.id
-        );
+        events.emit(Event::Note {
+            message: format!(
+                "   job {} ({}) ended {state} (reason: {reason}; exit code {exit})",
+                j.id, j.group.server.id
+            ),
+        });
         if state == "COMPLETED" {
             continue;
         }
@@ -256,6 +272,7 @@ pub async fn submit(
             r.status = CellStatus::NotRun;
             r.failure = Some(failure.clone());
             store.write(&r)?;
+            events.stored(&r);
             out.failed += 1;
         }
     }
@@ -285,16 +302,20 @@ fn is_final(state: &str) -> bool {
 }
 
 /// `scancel` our jobs and wait (up to 60 s) until the queue no longer lists them.
-async fn cancel_jobs(jobs: &[Job<'_>]) {
+async fn cancel_jobs(jobs: &[Job<'_>], events: &Events) {
     let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
     if ids.is_empty() {
         return;
     }
-    eprintln!("cancelling Slurm jobs {}", ids.join(", "));
+    events.emit(Event::Note {
+        message: format!("cancelling Slurm jobs {}", ids.join(", ")),
+    });
     let mut argv = strings(&["scancel"]);
     argv.extend(ids.iter().cloned());
     if let Err(e) = output_of_async(&argv).await {
-        eprintln!("warning: {e}");
+        events.emit(Event::Warning {
+            message: e.to_string(),
+        });
     }
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(60) {
@@ -304,8 +325,7 @@ async fn cancel_jobs(jobs: &[Job<'_>]) {
             _ => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
-    eprintln!(
-        "warning: Slurm still lists jobs {} after scancel",
-        ids.join(", ")
-    );
+    events.emit(Event::Warning {
+        message: format!("Slurm still lists jobs {} after scancel", ids.join(", ")),
+    });
 }
