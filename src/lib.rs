@@ -20,7 +20,8 @@
 //! - [`metrics`]: statistics, goodput, level summaries, judgment from raw records (pure).
 //! - [`search`]: SLO search, probe order and boundaries (pure).
 //! - [`campaign`]: the TOML schema, matrix and workload expansion, validation (pure).
-//! - [`store`]: per-cell results, identities, `campaign.json`, the results directory.
+//! - [`store`]: per-cell results, the one judgment of a measured level, identities,
+//!   `campaign.json`, the results directory.
 //! - [`report`]: the report model and its tables, CSV, JSON, HTML, compare (pure).
 //! - [`cli`]: arguments as typed, no logic.
 //! - [`plan`]: what will run, feasibility, ETAs (pure).

@@ -335,7 +335,9 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
         let mut summary = measure_level(executor.clone(), job, &cancel)
             .await
             .map_err(|e| anyhow::anyhow!(e))?;
-        summary.suspicious = crate::metrics::judge::suspicions(&summary.requests, args.ignore_eos);
+        // The judgment `run` gives a cell; bench has no engine counters.
+        summary.suspicious =
+            crate::store::judgment::judge(&summary, args.ignore_eos, None).suspicions;
         eprintln!("{}", level_line(&label, &summary));
         for w in &summary.client.warnings {
             eprintln!("  warning: {w}");

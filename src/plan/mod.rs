@@ -17,7 +17,7 @@ use crate::campaign::{Campaign, ServerConfig, WorkloadPoint};
 use crate::engine::{self, ServerSpec};
 use crate::search::{self, Outcome, SearchSpec, Step};
 use crate::store::identity::{cell_identity, model_config_digest};
-use crate::store::{probe_verdict, CellStatus, StoreIndex, StoredCell};
+use crate::store::{probe_verdict, StoreIndex, StoredCell};
 use crate::util::shell::shell_words;
 use crate::util::table;
 use crate::util::units::{fmt_eta, fmt_s};
@@ -247,7 +247,9 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                         match enough_repetitions(c, w, |p| {
                             let id = cell_identity(&c.engine, &c.model, digest.as_deref(), s, p);
                             let stored = index.by_identity.get(&id)?;
-                            matches!(stored.status, CellStatus::Ok | CellStatus::Partial)
+                            stored
+                                .status
+                                .is_usable()
                                 .then(|| stored.summary.as_ref().map(|m| m.output_throughput_tok_s))
                                 .flatten()
                         }) {
@@ -574,7 +576,7 @@ pub fn estimator(
                     });
                 }
             }
-            if let (Some(sum), true) = (&cell.summary, timing_counts(cell.status)) {
+            if let (Some(sum), true) = (&cell.summary, cell.status.is_timed()) {
                 e.calibration.observe(observation(&e, s, w, sum.duration_s));
             }
         }
@@ -601,14 +603,6 @@ pub fn estimator(
         }
     }
     e
-}
-
-/// Whether a stored cell's duration says how fast the server is.
-pub fn timing_counts(s: CellStatus) -> bool {
-    matches!(
-        s,
-        CellStatus::Ok | CellStatus::Partial | CellStatus::Suspicious
-    )
 }
 
 /// What a measured cell teaches: its load time against the prior's (warm-up

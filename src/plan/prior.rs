@@ -56,10 +56,7 @@ pub fn load(dir: &Path, c: &Campaign) -> Vec<PriorCell> {
         let Ok(cell) = serde_json::from_str::<Lite>(&text) else {
             return;
         };
-        let timed = matches!(
-            cell.status,
-            CellStatus::Ok | CellStatus::Partial | CellStatus::Suspicious
-        );
+        let timed = cell.status.is_timed();
         if let (true, true, Some(sum)) = (
             timed,
             same_model(c, &cell.engine, &cell.model),

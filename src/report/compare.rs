@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::model::{status_text, usable, Spread};
+use super::model::{status_text, Spread};
 use super::ResultSet;
 use crate::store::CellResult;
 use crate::util::table;
@@ -169,8 +169,8 @@ pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison 
         ));
     }
     for ((server_id, point), (how, bs, ns)) in &groups {
-        let ok_b: Vec<&&CellResult> = bs.iter().filter(|c| usable(c.status)).collect();
-        let ok_n: Vec<&&CellResult> = ns.iter().filter(|c| usable(c.status)).collect();
+        let ok_b: Vec<&&CellResult> = bs.iter().filter(|c| c.status.is_usable()).collect();
+        let ok_n: Vec<&&CellResult> = ns.iter().filter(|c| c.status.is_usable()).collect();
         if !ok_b.is_empty() && ok_n.is_empty() {
             regressions += 1;
             let st: Vec<String> = ns.iter().map(|c| status_text(c)).collect();

@@ -412,11 +412,6 @@ fn load_order(l: &LoadShape) -> f64 {
     }
 }
 
-/// Whether a cell's numbers may be used (charts, speedups, recommendations).
-pub fn usable(status: CellStatus) -> bool {
-    matches!(status, CellStatus::Ok | CellStatus::Partial)
-}
-
 /// Acceptance length and its source: engine telemetry first, then the
 /// draft counters (1 + budget × accepted / drafted, i.e. assuming each step
 /// drafts `budget` tokens), then the client's tokens per streamed chunk
@@ -555,12 +550,12 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         .collect();
     let base_cells: HashMap<(String, u32), &CellResult> = cells
         .iter()
-        .filter(|c| Some(&c.server_id) == baseline.as_ref() && usable(c.status))
+        .filter(|c| Some(&c.server_id) == baseline.as_ref() && c.status.is_usable())
         .map(|c| ((point_name(c), c.workload.repetition), *c))
         .collect();
     let base_any: HashMap<String, &CellResult> = cells
         .iter()
-        .filter(|c| Some(&c.server_id) == baseline.as_ref() && usable(c.status))
+        .filter(|c| Some(&c.server_id) == baseline.as_ref() && c.status.is_usable())
         .map(|c| (point_name(c), *c))
         .collect();
 
@@ -649,7 +644,7 @@ fn cell_row(
     base_any: &HashMap<String, &CellResult>,
     baseline: Option<&str>,
 ) -> CellRow {
-    let ok = usable(c.status);
+    let ok = c.status.is_usable();
     // Suspicious cells keep their numbers in the row (they are evidence),
     // but never enter speedups, charts or rankings.
     let show = ok || c.status == CellStatus::Suspicious;
@@ -715,7 +710,7 @@ fn cell_row(
 
 /// (decode-speed ratio, output-throughput ratio) of a usable cell over its baseline twin.
 pub fn speedup(cell: &CellResult, base: &CellResult) -> Option<(f64, f64)> {
-    if !usable(cell.status) || !usable(base.status) {
+    if !cell.status.is_usable() || !base.status.is_usable() {
         return None;
     }
     let (s, b) = (cell.summary.as_ref()?, base.summary.as_ref()?);
@@ -797,7 +792,7 @@ pub(super) fn decode_by<K: Ord + Clone>(
     key: impl Fn(&CellResult, &RequestRecord) -> Option<K>,
 ) -> BTreeMap<K, Vec<f64>> {
     let mut out: BTreeMap<K, Vec<f64>> = BTreeMap::new();
-    for c in cells.iter().filter(|c| usable(c.status)) {
+    for c in cells.iter().filter(|c| c.status.is_usable()) {
         let Some(s) = &c.summary else { continue };
         for r in s.requests.iter().filter(|r| r.is_ok()) {
             if let (Some(k), Some(v)) = (key(c, r), decode_tok_s(r)) {
@@ -903,7 +898,7 @@ fn gpu_points(points: &[PointRow]) -> Vec<GpuPoint> {
 
 fn turn_rows(cells: &[&CellResult]) -> Vec<TurnRow> {
     let mut groups: BTreeMap<(String, String, u32), Vec<&RequestRecord>> = BTreeMap::new();
-    for c in cells.iter().filter(|c| usable(c.status)) {
+    for c in cells.iter().filter(|c| c.status.is_usable()) {
         let Some(s) = &c.summary else { continue };
         for r in s.requests.iter().filter(|r| r.is_ok()) {
             if let Some(t) = r.turn {

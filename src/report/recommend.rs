@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{
     concurrency_of, decode_by, family_of, gpus_of, kind_of, load_text, slo_text, status_text,
-    usable, Spread,
+    Spread,
 };
 use crate::failure::FailureClass;
 use crate::metrics::bootstrap::{bootstrap, median, SplitMix, BOOTSTRAP_RESAMPLES};
@@ -154,7 +154,7 @@ pub(super) fn slo_picks(
     type ByConfig<'a> = BTreeMap<(usize, String, String), Cand<'a>>;
     let mut groups: BTreeMap<(String, String), ByConfig> = BTreeMap::new();
     let mut rank: HashMap<&str, usize> = HashMap::new();
-    for c in cells.iter().filter(|c| usable(c.status)) {
+    for c in cells.iter().filter(|c| c.status.is_usable()) {
         let n = rank.len();
         let r = *rank.entry(c.server_id.as_str()).or_insert(n);
         let Some(s) = &c.summary else { continue };
@@ -265,7 +265,7 @@ pub(super) fn slo_picks(
 fn caveat(cells: &[&CellResult], server: &str) -> Option<String> {
     let bad: Vec<String> = cells
         .iter()
-        .filter(|c| c.server_id == server && !usable(c.status))
+        .filter(|c| c.server_id == server && !c.status.is_usable())
         .map(|c| format!("{} {}", c.cell_name, status_text(c)))
         .collect();
     (!bad.is_empty()).then(|| {

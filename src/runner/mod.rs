@@ -35,6 +35,7 @@ use crate::load::workloads::{Prompts, SourceSpec};
 use crate::metrics::level::LevelSummary;
 use crate::plan::{self, PlanOptions, PlannedCell, ServerGroup, Verdict};
 use crate::store::identity::{cell_identity, model_config_digest, METHOD_VERSION};
+use crate::store::judgment::judge;
 use crate::store::{CellResult, CellStatus, ServerRun, Store, CELL_SCHEMA_VERSION};
 use crate::util::shell::shell_words;
 use crate::util::units::now_rfc3339;
@@ -471,7 +472,8 @@ async fn run_group(
                 let r = store
                     .read(&g.server.id, &p.cell_name())
                     .filter(|r| r.identity == id)?;
-                matches!(r.status, CellStatus::Ok | CellStatus::Partial)
+                r.status
+                    .is_usable()
                     .then(|| r.summary.as_ref().map(|s| s.output_throughput_tok_s))
                     .flatten()
             }) {
@@ -621,22 +623,15 @@ async fn run_group(
                     if lag_note.is_some() {
                         tel.metrics_note = lag_note;
                     }
-                    let (mut status, mut failure, warnings) =
-                        judge(&summary, g, cell.workload.ignore_eos);
-                    r.warnings.extend(warnings);
-                    if g.server.speculative.is_some()
-                        && tel.spec_suspicious()
-                        && status == CellStatus::Ok
-                    {
-                        let msg =
-                            "speculative decoding drafted tokens and the engine accepted none"
-                                .to_string();
-                        r.warnings.push(msg.clone());
-                        status = CellStatus::Suspicious;
-                        failure = Some(Failure::new(FailureClass::Suspicious, msg));
-                    }
-                    r.status = status;
-                    r.failure = failure;
+                    let engine_spec = tel
+                        .spec
+                        .as_ref()
+                        .filter(|_| g.server.speculative.is_some())
+                        .map(|s| &s.counts);
+                    let j = judge(&summary, cell.workload.ignore_eos, engine_spec);
+                    r.warnings.extend(j.warnings);
+                    r.status = j.status;
+                    r.failure = j.failure;
                     r.summary = Some(summary);
                     r.telemetry = Some(tel);
                 }
@@ -647,7 +642,7 @@ async fn run_group(
             let timed = r
                 .summary
                 .as_ref()
-                .filter(|_| plan::timing_counts(r.status))
+                .filter(|_| r.status.is_timed())
                 .map(|s| s.duration_s);
             slot.eta.finished(
                 &g.server.id,
@@ -699,64 +694,6 @@ async fn wait_for_exit(server: &mut ServerHandle, limit: Duration) -> Option<Str
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// Decide a measured cell's status from its summary.
-fn judge(
-    s: &LevelSummary,
-    g: &ServerGroup,
-    ignore_eos: bool,
-) -> (CellStatus, Option<Failure>, Vec<String>) {
-    let mut warnings = s.client.warnings.clone();
-    if s.completed == 0 {
-        let (class, n) = s
-            .failures_by_class
-            .iter()
-            .max_by_key(|(_, n)| **n)
-            .map(|(k, n)| (*k, *n))
-            .unwrap_or((FailureClass::Protocol, 0));
-        let example = s
-            .requests
-            .iter()
-            .find_map(|r| r.failure.clone())
-            .unwrap_or_else(|| Failure::new(FailureClass::Protocol, "no request completed"));
-        let mut f = example;
-        f.detail = format!(
-            "all {} requests failed ({class} ×{n}); first: {}",
-            s.failed, f.detail
-        );
-        return (CellStatus::Failed, Some(f), warnings);
-    }
-    let mut suspicious = crate::metrics::judge::suspicions(&s.requests, ignore_eos);
-    if g.server.speculative.is_some() {
-        if let (Some(d), Some(0)) = (s.draft_tokens, s.accepted_draft_tokens) {
-            if d > 0 {
-                suspicious.push(format!(
-                    "speculative decoding proposed {d} draft tokens and accepted none"
-                ));
-            }
-        }
-    }
-    if !suspicious.is_empty() {
-        let f = Failure::new(FailureClass::Suspicious, suspicious.join("; "));
-        warnings.extend(suspicious);
-        return (CellStatus::Suspicious, Some(f), warnings);
-    }
-    if s.failed > 0 {
-        let classes: Vec<String> = s
-            .failures_by_class
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        warnings.push(format!(
-            "{} of {} requests failed ({})",
-            s.failed,
-            s.failed + s.completed,
-            classes.join(", ")
-        ));
-        return (CellStatus::Partial, None, warnings);
-    }
-    (CellStatus::Ok, None, warnings)
 }
 
 /// The request-source settings of a workload point.

@@ -10,6 +10,7 @@
 //! while changing a setting makes them stale (kept on disk, never reused).
 
 pub mod identity;
+pub mod judgment;
 pub mod meta;
 
 use std::collections::{BTreeMap, HashMap};
@@ -61,6 +62,21 @@ impl CellStatus {
     /// Whether a stored result with this status counts as measured.
     pub fn is_measured(self) -> bool {
         !matches!(self, CellStatus::NotRun | CellStatus::Skipped)
+    }
+
+    /// Whether the cell's numbers may be used: charts, speedups,
+    /// recommendations, repetitions that agree.
+    pub fn is_usable(self) -> bool {
+        matches!(self, CellStatus::Ok | CellStatus::Partial)
+    }
+
+    /// Whether the cell's duration says how fast the server is (ETAs learn
+    /// from it): its load ran, even if its numbers are not believed.
+    pub fn is_timed(self) -> bool {
+        matches!(
+            self,
+            CellStatus::Ok | CellStatus::Partial | CellStatus::Suspicious
+        )
     }
 
     /// Whether this status is a failure for exit codes and `--rerun-failed`.

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::engine_metrics::{is_spec_suspicious, CommonMetrics, SpecAcceptance, SpecDecodeCounts};
+use super::engine_metrics::{CommonMetrics, SpecAcceptance, SpecDecodeCounts};
 use super::gpu::GpuSummary;
 use super::logscan::LogFacts;
 
@@ -40,15 +40,6 @@ pub struct CellTelemetry {
     /// Why there are no GPU samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_note: Option<String>,
-}
-
-impl CellTelemetry {
-    /// Whether speculative decoding drafted tokens and none were accepted.
-    pub fn spec_suspicious(&self) -> bool {
-        self.spec
-            .as_ref()
-            .is_some_and(|s| is_spec_suspicious(&s.counts))
-    }
 }
 
 impl CellTelemetry {
