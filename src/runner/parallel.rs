@@ -16,7 +16,8 @@ use std::time::Instant;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use super::{announce, run_group, RunOptions, RunOutcome};
+use super::group::GroupRun;
+use super::{announce, RunOptions, RunOutcome};
 use crate::campaign::launcher::Launcher;
 use crate::campaign::Campaign;
 use crate::launcher::gpu;
@@ -133,9 +134,10 @@ pub async fn run_groups(
                     leaders,
                     events,
                 };
-                let mut mine = RunOutcome::default();
-                let r = run_group(c, g, store, cancel, opts, &mut mine, &slot).await;
-                (gpus, mine, r)
+                let mut group = GroupRun::new(c, g, store, (cancel, opts), &slot);
+                let end = group.run().await;
+                let stop = end.map(|e| e.stops_campaign(opts.fail_fast));
+                (gpus, group.out, stop)
             });
         }
         let Some((gpus, mine, r)) = running.next().await else {

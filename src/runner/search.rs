@@ -274,11 +274,6 @@ impl<'a> GroupSearches<'a> {
         self.runs[r].probed.insert(k, verdict.passed());
     }
 
-    /// Whether a search may still ask for a probe.
-    pub(crate) fn open(&self) -> bool {
-        self.runs.iter().any(|r| !r.over)
-    }
-
     /// The server is gone: no search goes on.
     pub(crate) fn end(&mut self) {
         for r in &mut self.runs {

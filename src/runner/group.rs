@@ -1,0 +1,515 @@
+//! One server group's run, as named steps: launch, measure a cell, judge it,
+//! store it, and on a crash restart once or fail the rest. How the group
+//! ended is a [`GroupEnd`], which says whether the campaign goes on.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::events::{Event, Judged};
+use super::parallel::Slot;
+use super::search::GroupSearches;
+use super::server::{endpoint_for, launch, wait_for_exit, Running};
+use super::{base_result, measure, telemetry, RunOptions, RunOutcome};
+use crate::campaign::Campaign;
+use crate::failure::{Failure, FailureClass};
+use crate::metrics::level::LevelSummary;
+use crate::plan::{self, PlannedCell, ServerGroup};
+use crate::store::identity::{cell_identity, model_config_digest};
+use crate::store::judgment::judge;
+use crate::store::{CellResult, CellStatus, ServerRun, Store};
+use crate::util::units::now_rfc3339;
+
+/// How a server group's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum GroupEnd {
+    /// Every cell was measured (or not needed), the server stopped.
+    AllMeasured,
+    /// The server never became ready; its cells were failed with the evidence.
+    StartFailed,
+    /// The server crashed (again, if it was restarted); its other cells were
+    /// stored as not run.
+    Crashed,
+    /// A cell failed under `--fail-fast`.
+    FailedFast,
+    /// The run was cancelled; the cell in flight was not stored.
+    Cancelled,
+}
+
+impl GroupEnd {
+    /// Whether the campaign stops after this group.
+    pub(super) fn stops_campaign(self, fail_fast: bool) -> bool {
+        match self {
+            GroupEnd::AllMeasured => false,
+            GroupEnd::StartFailed | GroupEnd::Crashed => fail_fast,
+            GroupEnd::FailedFast | GroupEnd::Cancelled => true,
+        }
+    }
+}
+
+/// What serving a launched server's cells came to.
+enum Served {
+    /// No cell is left.
+    Done,
+    /// The server crashed during the cell at this index.
+    Crashed(usize),
+    /// A cell failed under `--fail-fast`.
+    FailedFast,
+    /// The run was cancelled.
+    Cancelled,
+}
+
+/// A cell's load and what was read around it.
+struct Measurement {
+    /// The load's summary, or why it could not run.
+    summary: Result<LevelSummary, String>,
+    /// Engine metrics before and after, GPU samples and the notes on them.
+    telemetry: Telemetry,
+}
+
+/// What was read around a cell's load.
+struct Telemetry {
+    before: Result<crate::telemetry::Scrape, String>,
+    after: Result<crate::telemetry::Scrape, String>,
+    lag_note: Option<String>,
+    gpus: Vec<crate::telemetry::GpuSummary>,
+    gpu_note: Option<String>,
+}
+
+/// One server group being run.
+pub(super) struct GroupRun<'a> {
+    c: &'a Campaign,
+    g: &'a ServerGroup,
+    store: &'a Store,
+    cancel: &'a CancellationToken,
+    opts: &'a RunOptions,
+    slot: &'a Slot<'a>,
+    /// Planned cells to run, then each search probe as it is chosen.
+    cells: Vec<PlannedCell>,
+    searches: GroupSearches<'a>,
+    digest: Option<String>,
+    /// What this group did, for the run's outcome.
+    pub(super) out: RunOutcome,
+}
+
+impl<'a> GroupRun<'a> {
+    /// The group's run, nothing done yet.
+    pub(super) fn new(
+        c: &'a Campaign,
+        g: &'a ServerGroup,
+        store: &'a Store,
+        (cancel, opts): (&'a CancellationToken, &'a RunOptions),
+        slot: &'a Slot<'a>,
+    ) -> Self {
+        GroupRun {
+            c,
+            g,
+            store,
+            cancel,
+            opts,
+            slot,
+            cells: g
+                .cells
+                .iter()
+                .filter(|c| c.verdict.runs())
+                .cloned()
+                .collect(),
+            searches: GroupSearches::new(c, g, store, slot.events),
+            digest: model_config_digest(&c.model),
+            out: RunOutcome::default(),
+        }
+    }
+
+    /// Run the group: launch, serve its cells, restart once after a crash
+    /// when the campaign asks for it.
+    pub(super) async fn run(&mut self) -> anyhow::Result<GroupEnd> {
+        let mut launch_no = 1;
+        let mut retried = false;
+        let mut next = 0;
+        while self.has_cell(next) {
+            let mut running = match launch(
+                self.c,
+                self.g,
+                self.store,
+                launch_no,
+                self.cancel,
+                self.slot,
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err((failure, run)) => return self.start_failed(next, failure, run),
+            };
+            self.launched(&running);
+            match self.serve(&mut running, &mut next).await? {
+                Served::Done => {
+                    self.stop(running).await;
+                    return Ok(GroupEnd::AllMeasured);
+                }
+                Served::FailedFast => {
+                    self.stop(running).await;
+                    return Ok(GroupEnd::FailedFast);
+                }
+                // The cell in flight is lost by design; nothing partial is stored.
+                Served::Cancelled => return Ok(GroupEnd::Cancelled),
+                Served::Crashed(at) => {
+                    if self.c.run.retry_after_crash && !retried && self.has_cell(next) {
+                        retried = true;
+                        launch_no += 1;
+                        self.slot.events.emit(Event::ServerRestarting {
+                            server: self.g.server.id.clone(),
+                        });
+                        continue;
+                    }
+                    self.not_run_after_crash(at, next, &running.run)?;
+                    return Ok(GroupEnd::Crashed);
+                }
+            }
+        }
+        Ok(if self.cancel.is_cancelled() {
+            GroupEnd::Cancelled
+        } else {
+            GroupEnd::AllMeasured
+        })
+    }
+
+    /// Whether there is a cell at `i`: a planned one, or the next probe a
+    /// search chooses.
+    fn has_cell(&mut self, i: usize) -> bool {
+        if i < self.cells.len() {
+            return true;
+        }
+        let (eta, id) = (self.slot.eta, &self.g.server.id);
+        match self
+            .searches
+            .next_cell(self.slot.leaders, |w| eta.cell_s(id, w))
+        {
+            Some((cell, expected)) => {
+                eta.add_probe(id, &cell, expected);
+                self.cells.push(cell);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Count a launch and tell the ETA the server is ready.
+    fn launched(&mut self, running: &Running) {
+        if self.c.engine.kind.launches() {
+            self.out.launches += 1;
+        }
+        self.slot.eta.started(
+            &self.g.server.id,
+            running.run.ready_s(),
+            if running.run.warmup_s.is_some() {
+                u64::from(self.c.run.server_warmup)
+            } else {
+                0
+            },
+        );
+    }
+
+    /// The server never became ready: its cells from `next` on fail with
+    /// the evidence.
+    fn start_failed(
+        &mut self,
+        next: usize,
+        failure: Failure,
+        run: ServerRun,
+    ) -> anyhow::Result<GroupEnd> {
+        if self.cancel.is_cancelled() {
+            return Ok(GroupEnd::Cancelled);
+        }
+        if self.c.engine.kind.launches() {
+            self.out.launches += 1;
+        }
+        self.slot.events.emit(Event::ServerStartFailed {
+            server: self.g.server.id.clone(),
+            class: failure.class,
+            detail: failure.detail.clone(),
+        });
+        self.slot.eta.group_done(&self.g.server.id);
+        for cell in &self.cells[next..] {
+            let mut r = base_result(self.c, self.g, cell);
+            r.status = CellStatus::Failed;
+            r.failure = Some(failure.clone());
+            r.server_run = Some(run.clone());
+            self.store.write(&r)?;
+            self.slot.events.stored(&r);
+            self.out.failed += 1;
+        }
+        Ok(GroupEnd::StartFailed)
+    }
+
+    /// Measure, judge and store cells on the running server from `*next`
+    /// on, until none is left or one ends the serving.
+    async fn serve(&mut self, running: &mut Running, next: &mut usize) -> anyhow::Result<Served> {
+        while self.has_cell(*next) {
+            if self.cancel.is_cancelled() {
+                return Ok(Served::Cancelled);
+            }
+            let cell = self.cells[*next].clone();
+            if let Some(why) = self.not_needed(&cell) {
+                self.slot.events.emit(Event::CellNotNeeded {
+                    server: self.g.server.id.clone(),
+                    cell: cell.name.clone(),
+                    why,
+                });
+                self.slot
+                    .eta
+                    .finished(&self.g.server.id, &cell.name, 0.0, None);
+                *next += 1;
+                continue;
+            }
+            let started = std::time::Instant::now();
+            let mut r = base_result(self.c, self.g, &cell);
+            r.server_run = Some(running.run.clone());
+            self.slot.events.emit(Event::CellStarted {
+                server: self.g.server.id.clone(),
+                cell: cell.name.clone(),
+            });
+            let window = self.slot.tracker.begin(&self.g.server.id, &cell.name);
+            let m = self.measure(running, &cell).await;
+            let log_text = running
+                .local
+                .as_ref()
+                .map(|s| s.log_tail(20_000))
+                .unwrap_or_default();
+            r.finished_at = now_rfc3339();
+            if let Some(run) = r.server_run.as_mut() {
+                run.concurrent_with = self.slot.tracker.finish(window);
+            }
+            if self.cancel.is_cancelled() {
+                return Ok(Served::Cancelled);
+            }
+            *next += 1;
+            if let Some(status) = crashed(running, &m.summary).await {
+                self.on_crash(running, r, &cell, &status).await?;
+                return Ok(Served::Crashed(*next - 1));
+            }
+            self.judge(&mut r, m, &log_text);
+            let failed = r.status.is_failure();
+            self.slot
+                .events
+                .emit(Event::CellJudged(Box::new(Judged::of(&r))));
+            let timed = r
+                .summary
+                .as_ref()
+                .filter(|_| r.status.is_timed())
+                .map(|s| s.duration_s);
+            self.slot.eta.finished(
+                &self.g.server.id,
+                &cell.name,
+                started.elapsed().as_secs_f64(),
+                timed,
+            );
+            self.slot.events.emit(Event::EtaUpdated {
+                left_s: self.slot.eta.left_s(None),
+            });
+            self.store_measured(&r)?;
+            if failed {
+                self.out.failed += 1;
+                if self.opts.fail_fast {
+                    return Ok(Served::FailedFast);
+                }
+            }
+        }
+        Ok(Served::Done)
+    }
+
+    /// Why `cell` need not run: enough stored repetitions of its point agree.
+    fn not_needed(&self, cell: &PlannedCell) -> Option<String> {
+        let (c, g) = (self.c, self.g);
+        plan::enough_repetitions(c, &cell.workload, |p| {
+            let id = cell_identity(&c.engine, &c.model, self.digest.as_deref(), &g.server, p);
+            let r = self
+                .store
+                .read(&g.server.id, &p.cell_name())
+                .filter(|r| r.identity == id)?;
+            r.status
+                .is_usable()
+                .then(|| r.summary.as_ref().map(|s| s.output_throughput_tok_s))
+                .flatten()
+        })
+    }
+
+    /// Run the cell's load with engine metrics scraped around it and the
+    /// GPUs sampled during it; one client per cell, shared by both.
+    async fn measure(&self, running: &Running, cell: &PlannedCell) -> Measurement {
+        let (c, id) = (self.c, &self.g.server.id);
+        let ep = match endpoint_for(c, &running.url, cell.workload.api) {
+            Ok(ep) => ep,
+            Err(e) => {
+                return Measurement {
+                    summary: Err(e.to_string()),
+                    telemetry: Telemetry {
+                        before: Err(e.to_string()),
+                        after: Err(e.to_string()),
+                        lag_note: None,
+                        gpus: Vec::new(),
+                        gpu_note: None,
+                    },
+                }
+            }
+        };
+        let before = telemetry::scrape(&ep, c.engine.kind).await;
+        let sampler = telemetry::GpuSampler::start(&running.run.gpus);
+        let expect = (
+            self.slot.eta.cell_s(id, &cell.workload),
+            self.slot.eta.left_s(Some((id, &cell.name))),
+        );
+        let summary = measure(c, cell, ep.clone(), self.cancel, expect).await;
+        let (gpus, gpu_note) = sampler.finish(&running.run.gpus).await;
+        let want = summary
+            .as_ref()
+            .map(telemetry::ClientTotals::of)
+            .unwrap_or_default();
+        let (after, lag_note) =
+            telemetry::scrape_settled(&ep, c.engine.kind, &before, want, telemetry::Settle::RUNNER)
+                .await;
+        Measurement {
+            summary,
+            telemetry: Telemetry {
+                before,
+                after,
+                lag_note,
+                gpus,
+                gpu_note,
+            },
+        }
+    }
+
+    /// Give a measured cell its status, evidence and telemetry.
+    fn judge(&self, r: &mut CellResult, m: Measurement, log_text: &str) {
+        let t = m.telemetry;
+        let summary = match m.summary {
+            Ok(s) => s,
+            Err(e) => {
+                r.status = CellStatus::Failed;
+                r.failure = Some(Failure::new(FailureClass::Workload, e));
+                return;
+            }
+        };
+        let mut tel = telemetry::assemble(
+            self.c.engine.kind,
+            self.g.server.speculative.is_some(),
+            t.before,
+            t.after,
+            &summary,
+            log_text,
+        );
+        tel.gpus = t.gpus;
+        tel.gpu_note = t.gpu_note;
+        if t.lag_note.is_some() {
+            tel.metrics_note = t.lag_note;
+        }
+        let engine_spec = tel
+            .spec
+            .as_ref()
+            .filter(|_| self.g.server.speculative.is_some())
+            .map(|s| &s.counts);
+        let j = judge(&summary, r.workload.ignore_eos, engine_spec);
+        r.warnings.extend(j.warnings);
+        r.status = j.status;
+        r.failure = j.failure;
+        r.summary = Some(summary);
+        r.telemetry = Some(tel);
+    }
+
+    /// Store a measured cell and let the searches learn from it.
+    fn store_measured(&mut self, r: &CellResult) -> anyhow::Result<()> {
+        self.store.write(r)?;
+        self.slot.events.stored(r);
+        self.searches.record(r);
+        self.out.measured += 1;
+        Ok(())
+    }
+
+    /// The server died during `cell`: store the cell as crashed with the log
+    /// tail, and stop what is left of the server.
+    async fn on_crash(
+        &mut self,
+        running: &mut Running,
+        mut r: CellResult,
+        cell: &PlannedCell,
+        status: &str,
+    ) -> anyhow::Result<()> {
+        let tail = running
+            .local
+            .as_ref()
+            .map(|s| s.log_tail(60))
+            .unwrap_or_default();
+        let f = Failure::new(
+            FailureClass::Crashed,
+            format!("server died during this cell ({status})"),
+        )
+        .with_log(&tail);
+        self.slot.events.emit(Event::ServerCrashed {
+            server: self.g.server.id.clone(),
+            cell: cell.name.clone(),
+            detail: f.detail.clone(),
+        });
+        r.status = CellStatus::Failed;
+        r.failure = Some(f);
+        self.store_measured(&r)?;
+        self.out.failed += 1;
+        if let Some(mut s) = running.local.take() {
+            s.stop(self.c.run.grace_period).await;
+        }
+        Ok(())
+    }
+
+    /// After a crash with no restart left: every cell from `next` on is
+    /// stored as not run, naming the cell the server died in.
+    fn not_run_after_crash(
+        &mut self,
+        crashed_at: usize,
+        next: usize,
+        run: &ServerRun,
+    ) -> anyhow::Result<()> {
+        self.slot.eta.group_done(&self.g.server.id);
+        self.searches.end();
+        let during = self.cells[crashed_at].name.clone();
+        for rest in &self.cells[next..] {
+            let mut r = base_result(self.c, self.g, rest);
+            r.server_run = Some(run.clone());
+            r.failure = Some(Failure::new(
+                FailureClass::Crashed,
+                format!("not run: the server crashed during cell {during}"),
+            ));
+            self.store.write(&r)?;
+            self.slot.events.stored(&r);
+            self.out.failed += 1;
+        }
+        Ok(())
+    }
+
+    /// Stop the server at the end of its cells.
+    async fn stop(&self, mut running: Running) {
+        if let Some(mut s) = running.local.take() {
+            if s.stop(self.c.run.grace_period).await {
+                self.slot.events.emit(Event::ServerKilled {
+                    server: self.g.server.id.clone(),
+                    grace_s: self.c.run.grace_period.as_secs_f64(),
+                });
+            }
+        }
+    }
+}
+
+/// How the server ended, if the cell's failures say it may have: broken
+/// connections come a moment before the dying process is reaped.
+async fn crashed(running: &mut Running, summary: &Result<LevelSummary, String>) -> Option<String> {
+    let broken = match summary {
+        Ok(sum) => sum
+            .failures_by_class
+            .keys()
+            .any(|k| matches!(k, FailureClass::Connection | FailureClass::Protocol)),
+        Err(_) => true,
+    };
+    match running.local.as_mut() {
+        Some(server) if broken => wait_for_exit(server, Duration::from_secs(2)).await,
+        Some(server) => server.exited(),
+        None => None,
+    }
+}
