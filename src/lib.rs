@@ -26,8 +26,9 @@
 //! - [`cli`]: arguments as typed, no logic.
 //! - [`plan`]: what will run, feasibility, ETAs (pure).
 //! - [`launcher`]: local, ssh, systemd and Slurm process and job builders.
-//! - [`runner`]: measuring a campaign: groups, levels, parallel slots, Slurm
-//!   submission, live ETA, the run summary.
+//! - [`runner`]: measuring a campaign: each group's named steps (launch,
+//!   measure, judge, store, crash), the events they emit, parallel slots,
+//!   Slurm submission, live ETA, the run summary and outcome.
 //! - [`cmd`]: one module per subcommand: arguments in, exit code out.
 //!
 //! The modules marked pure use no async runtime, processes or sockets, and

@@ -35,10 +35,12 @@ pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
     if a.dry_run {
         return Ok(ExitCode::SUCCESS);
     }
-    let store = store::Store::new(&c.results_dir);
-    let cells = runner::summary::current_cells(&c, &store);
-    print!("{}", runner::summary::render(&c, &cells));
-    let exit_code = exit_code(&c, &outcome, &cells);
+    print!("{}", runner::summary::render(&c, &outcome.cells));
+    let exit_code = match outcome.end(&c) {
+        runner::RunEnd::AllOk => 0,
+        runner::RunEnd::SomeFailed => EXIT_SOME_FAILED,
+        runner::RunEnd::Interrupted => EXIT_INTERRUPTED,
+    };
     events.emit(runner::events::Event::Finished {
         launches: outcome.launches,
         measured: outcome.measured,
@@ -56,40 +58,15 @@ pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
             eprintln!("campaign.json not written: {e}");
         }
     }
-    match report::write_for_campaign(&c) {
-        Ok(Some(p)) => eprintln!("report: {}", p.display()),
-        Ok(None) => {}
-        Err(e) => eprintln!("report not written: {e:#}"),
+    if let Some(results) = &outcome.results {
+        match report::write_for_campaign(&c, results) {
+            Ok(Some(p)) => eprintln!("report: {}", p.display()),
+            Ok(None) => {}
+            Err(e) => eprintln!("report not written: {e:#}"),
+        }
     }
     if outcome.interrupted {
         eprintln!("interrupted: finished cells are stored; run again to resume");
     }
     Ok(ExitCode::from(exit_code))
-}
-
-/// The exit code of a run: interrupted, some cell failed (outside servers
-/// expected to fail), or success.
-fn exit_code(
-    c: &campaign::Campaign,
-    outcome: &runner::RunOutcome,
-    cells: &[store::CellResult],
-) -> u8 {
-    if outcome.interrupted {
-        return EXIT_INTERRUPTED;
-    }
-    // The campaign as written now decides what is expected, not the stored copy.
-    let expected: std::collections::BTreeSet<&str> = c
-        .servers
-        .iter()
-        .filter(|s| s.expected_failure)
-        .map(|s| s.id.as_str())
-        .collect();
-    let any_failed = cells
-        .iter()
-        .any(|r| r.status.is_failure() && !expected.contains(r.server_id.as_str()));
-    if any_failed {
-        EXIT_SOME_FAILED
-    } else {
-        0
-    }
 }

@@ -118,15 +118,14 @@ pub trait Exporter: Sync {
 
 /// At the end of `run`, unless `[run] report = false`: every report file
 /// into the results directory; returns the HTML page's path when written.
-pub fn write_for_campaign(c: &Campaign) -> anyhow::Result<Option<PathBuf>> {
+pub fn write_for_campaign(c: &Campaign, set: &ResultSet) -> anyhow::Result<Option<PathBuf>> {
     if !c.results_dir.join("cells").is_dir() {
         return Ok(None);
     }
     if !c.run.report {
         return Ok(None);
     }
-    let set = load(&c.results_dir)?;
-    let r = build(&set, &ReportOptions::default());
+    let r = build(set, &ReportOptions::default());
     let files = [Format::Md, Format::Csv, Format::Json, Format::Html];
     let written = write_files(&r, &files, &c.results_dir)?;
     Ok(written.into_iter().last())

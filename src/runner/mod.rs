@@ -70,6 +70,48 @@ pub struct RunOutcome {
     pub failed: usize,
     /// Whether the run was interrupted.
     pub interrupted: bool,
+    /// The campaign's current cells as stored at the end, in plan order.
+    pub cells: Vec<CellResult>,
+    /// The whole results tree as read once at the end (what the report
+    /// shows); `None` for a dry run.
+    pub results: Option<crate::report::ResultSet>,
+}
+
+/// How a run ended, for its exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every cell is stored without a failure (servers expected to fail aside).
+    AllOk,
+    /// Some cell failed, was suspicious, partial or not run.
+    SomeFailed,
+    /// A signal stopped the run; finished cells are stored.
+    Interrupted,
+}
+
+impl RunOutcome {
+    /// How the run ended. A failure of a server the campaign marks
+    /// `expected_failure` does not count: the campaign as written now
+    /// decides that, not the stored copy.
+    pub fn end(&self, c: &Campaign) -> RunEnd {
+        if self.interrupted {
+            return RunEnd::Interrupted;
+        }
+        let expected: std::collections::BTreeSet<&str> = c
+            .servers
+            .iter()
+            .filter(|s| s.expected_failure)
+            .map(|s| s.id.as_str())
+            .collect();
+        if self
+            .cells
+            .iter()
+            .any(|r| r.status.is_failure() && !expected.contains(r.server_id.as_str()))
+        {
+            RunEnd::SomeFailed
+        } else {
+            RunEnd::AllOk
+        }
+    }
 }
 
 /// Run a campaign, telling `events` what happens.
@@ -158,6 +200,9 @@ pub async fn run_campaign(
     if cancel.is_cancelled() {
         out.interrupted = true;
     }
+    let results = summary::load_results(c, &store);
+    out.cells = summary::current_cells(c, &results.cells);
+    out.results = Some(results);
     Ok(out)
 }
 

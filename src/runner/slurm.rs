@@ -120,6 +120,49 @@ pub async fn submit(
     (cancel, events): (&CancellationToken, &Events),
     out: &mut RunOutcome,
 ) -> anyhow::Result<()> {
+    let groups: Vec<&ServerGroup> = plan.groups.iter().filter(|g| g.needs_launch()).collect();
+    let cells = Cells {
+        wanted: groups
+            .iter()
+            .flat_map(|g| g.cells.iter().filter(|c| c.verdict.runs()))
+            .map(|c| c.identity.clone())
+            .collect(),
+        before: measured_identities(store),
+    };
+    let mut jobs = submit_jobs(c, &groups, store, (self_exe, forward), (cancel, events)).await?;
+    out.launches += jobs.len() as u32;
+    if !follow(&mut jobs, store, &cells, (cancel, events)).await {
+        cancel_jobs(&jobs, events).await;
+        out.interrupted = true;
+        return Ok(());
+    }
+    settle(c, &jobs, store, &cells, events, out).await
+}
+
+/// The cells the jobs are to store, and those already measured before.
+struct Cells {
+    wanted: BTreeSet<String>,
+    before: BTreeSet<String>,
+}
+
+impl Cells {
+    /// How many wanted cells were stored since the jobs were submitted.
+    fn landed(&self, now: &BTreeSet<String>) -> usize {
+        now.intersection(&self.wanted)
+            .filter(|i| !self.before.contains(*i))
+            .count()
+    }
+}
+
+/// Write each group's job script and `sbatch` it; if one submission
+/// fails, cancel those already submitted.
+async fn submit_jobs<'a>(
+    c: &Campaign,
+    groups: &[&'a ServerGroup],
+    store: &Store,
+    (self_exe, forward): (&str, &[String]),
+    (cancel, events): (&CancellationToken, &Events),
+) -> anyhow::Result<Vec<Job<'a>>> {
     let Launcher::Slurm(o) = &c.launcher else {
         anyhow::bail!("not a slurm campaign");
     };
@@ -127,17 +170,11 @@ pub async fn submit(
         .with_context(|| format!("cannot resolve {}", c.file.display()))?;
     let dir = store.root().join("slurm");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let groups: Vec<&ServerGroup> = plan.groups.iter().filter(|g| g.needs_launch()).collect();
-    let wanted: BTreeSet<String> = groups
-        .iter()
-        .flat_map(|g| g.cells.iter().filter(|c| c.verdict.runs()))
-        .map(|c| c.identity.clone())
-        .collect();
     events.emit(Event::Note {
         message: format!("submitting {} Slurm jobs", groups.len()),
     });
     let mut jobs: Vec<Job> = Vec::new();
-    for g in &groups {
+    for g in groups {
         if cancel.is_cancelled() {
             break;
         }
@@ -178,15 +215,22 @@ pub async fn submit(
             done: false,
         });
     }
-    out.launches += jobs.len() as u32;
-    let before = measured_identities(store);
+    Ok(jobs)
+}
+
+/// Poll the queue every second until every job has left it, telling state
+/// changes and stored cells as they come; `false` when cancelled first.
+async fn follow(
+    jobs: &mut [Job<'_>],
+    store: &Store,
+    cells: &Cells,
+    (cancel, events): (&CancellationToken, &Events),
+) -> bool {
     let mut shown = usize::MAX;
     let mut last_poll_error = Instant::now();
     loop {
         if cancel.is_cancelled() {
-            cancel_jobs(&jobs, events).await;
-            out.interrupted = true;
-            return Ok(());
+            return false;
         }
         let open: Vec<String> = jobs
             .iter()
@@ -194,7 +238,7 @@ pub async fn submit(
             .map(|j| j.id.clone())
             .collect();
         if open.is_empty() {
-            break;
+            return true;
         }
         match queue(&open).await {
             Ok(states) => {
@@ -223,13 +267,13 @@ pub async fn submit(
             }
             Err(_) => {}
         }
-        let landed = measured_identities(store)
-            .intersection(&wanted)
-            .filter(|i| !before.contains(*i))
-            .count();
+        let landed = cells.landed(&measured_identities(store));
         if landed != shown {
             events.emit(Event::Note {
-                message: format!("   progress: {landed} of {} cells stored", wanted.len()),
+                message: format!(
+                    "   progress: {landed} of {} cells stored",
+                    cells.wanted.len()
+                ),
             });
             shown = landed;
         }
@@ -238,12 +282,22 @@ pub async fn submit(
             _ = cancel.cancelled() => {}
         }
     }
+}
+
+/// After every job ended: say how each ended, store the cells a job that
+/// did not complete left unmeasured as not run with its output as evidence,
+/// and count what the jobs measured and failed.
+async fn settle(
+    c: &Campaign,
+    jobs: &[Job<'_>],
+    store: &Store,
+    cells: &Cells,
+    events: &Events,
+    out: &mut RunOutcome,
+) -> anyhow::Result<()> {
     let now = measured_identities(store);
-    out.measured += now
-        .intersection(&wanted)
-        .filter(|i| !before.contains(*i))
-        .count();
-    for j in &jobs {
+    out.measured += cells.landed(&now);
+    for j in jobs {
         let (state, reason, exit) = final_state(&j.id).await;
         events.emit(Event::Note {
             message: format!(
@@ -278,7 +332,8 @@ pub async fn submit(
     }
     // Cells a job stored as failures count as failed here too.
     let index = store.index();
-    out.failed += wanted
+    out.failed += cells
+        .wanted
         .iter()
         .filter_map(|i| index.by_identity.get(i))
         .filter(|s| s.status.is_measured() && s.status.is_failure())

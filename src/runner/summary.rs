@@ -13,8 +13,9 @@ use crate::store::meta::CampaignMeta;
 use crate::store::{CellResult, CellStatus, Store};
 use crate::util::table;
 
-/// The stored results of the campaign's current cells, in plan order.
-pub fn current_cells(c: &Campaign, store: &Store) -> Vec<CellResult> {
+/// The results of the campaign's current cells among `all` (a results
+/// tree as loaded), in plan order; search probes follow, by server and load.
+pub fn current_cells(c: &Campaign, all: &[CellResult]) -> Vec<CellResult> {
     let digest = crate::store::identity::model_config_digest(&c.model);
     let mut wanted = Vec::new();
     let mut ids = HashSet::new();
@@ -26,17 +27,15 @@ pub fn current_cells(c: &Campaign, store: &Store) -> Vec<CellResult> {
             wanted.push(id);
         }
     }
-    let (all, _) = store.load_all();
-    let mut by_id: BTreeMap<String, CellResult> = BTreeMap::new();
+    let mut by_id: BTreeMap<String, &CellResult> = BTreeMap::new();
     let mut probes = Vec::new();
     for r in all {
         if ids.contains(&r.identity) {
             by_id.insert(r.identity.clone(), r);
-        } else if is_current_probe(c, digest.as_deref(), &r) {
+        } else if is_current_probe(c, digest.as_deref(), r) {
             probes.push(r);
         }
     }
-    // Search probes follow the fixed cells, by server and load.
     probes.sort_by(|a, b| {
         let rank = |r: &CellResult| c.servers.iter().position(|s| s.id == r.server_id);
         (rank(a), a.workload.load.value())
@@ -49,8 +48,35 @@ pub fn current_cells(c: &Campaign, store: &Store) -> Vec<CellResult> {
     }
     wanted
         .into_iter()
-        .filter_map(|id| by_id.remove(&id))
+        .filter_map(|id| by_id.remove(&id).cloned())
         .collect()
+}
+
+/// The results tree of `c` read once at the end of a run: every stored cell
+/// (what the report shows) with the campaign's description as this run
+/// writes it.
+pub fn load_results(c: &Campaign, store: &Store) -> ResultSet {
+    let (cells, bad) = store.load_all();
+    ResultSet {
+        dir_name: c
+            .results_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        meta: Some(CampaignMeta::from_campaign(c)),
+        cells,
+        unreadable: bad
+            .into_iter()
+            .map(|(p, e)| {
+                let rel = p
+                    .strip_prefix(store.root())
+                    .unwrap_or(&p)
+                    .display()
+                    .to_string();
+                (rel, e)
+            })
+            .collect(),
+    }
 }
 
 /// Whether a stored cell is a probe of one of the campaign's searches, as
