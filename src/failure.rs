@@ -29,6 +29,9 @@ pub enum FailureClass {
     Connection,
     /// It ran, but the numbers are not believable.
     Suspicious,
+    /// It ran fast, but its answers are degenerate (a word or a short unit
+    /// repeated over the answer, text that is not text, or no text).
+    DegenerateOutput,
     /// The requests could not be built (prompt source, tokenizer, dataset).
     Workload,
     /// The cluster scheduler ended the job (cancelled, pre-empted, time limit, node failure).
@@ -48,6 +51,7 @@ impl FailureClass {
             Self::Protocol => "protocol",
             Self::Connection => "connection",
             Self::Suspicious => "suspicious",
+            Self::DegenerateOutput => "degenerate_output",
             Self::Workload => "workload",
             Self::Scheduler => "scheduler",
         }

@@ -337,3 +337,41 @@ async fn slow_start_answers_503_until_ready() {
     // A lower bound only: load can delay readiness, never advance it.
     assert!(start.elapsed() >= std::time::Duration::from_millis(200));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_judges_answers_as_run_does_a_repeated_word_is_degenerate() {
+    let mut cfg = fast_sim();
+    cfg.degenerate_after = Some(0);
+    let sim = start_sim(cfg).await;
+    let url = sim.url();
+    let (r, ok) = bench(&[
+        "--url",
+        &url,
+        "--concurrency",
+        "2",
+        "--num-requests",
+        "4",
+        "--input-len",
+        "32",
+        "--output-len",
+        "32",
+    ])
+    .await;
+    assert!(!ok, "a degenerate level is not a believable one");
+    let l = &r.levels[0];
+    assert_eq!((l.completed, l.failed), (4, 0));
+    assert!(
+        l.suspicious
+            .iter()
+            .any(|s| s.starts_with("4 of 4 answers are degenerate; first: `lambda` repeats")),
+        "{:?}",
+        l.suspicious
+    );
+    // Every answer has its digest; identical answers, identical digests.
+    let digests: Vec<&str> = l
+        .requests
+        .iter()
+        .map(|q| q.output.as_ref().unwrap().digest.as_str())
+        .collect();
+    assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
+}

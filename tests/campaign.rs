@@ -969,6 +969,84 @@ fn the_event_log_follows_the_quickstart_crash_in_order_and_covers_every_cell() {
 }
 
 #[test]
+fn a_fast_server_that_answers_one_word_repeated_is_caught_and_never_recommended() {
+    let dir = tempfile::tempdir().unwrap();
+    // The degenerate server is the fastest: without reading the answers it
+    // would win every pick.
+    let p = write_campaign(
+        dir.path(),
+        r#"
+[campaign]
+name = "answers"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
+[[server]]
+id = "baseline"
+args = ["--decode-step-ms", "4"]
+[[server]]
+id = "twin"
+args = ["--decode-step-ms", "4"]
+[[server]]
+id = "lambda"
+args = ["--decode-step-ms", "1", "--degenerate-after", "0"]
+[[workload]]
+name = "w"
+api = "chat"
+input_len = 64
+output_len = 48
+concurrency = 1
+num_requests = 4
+slo = ["ttft=5s,tpot=1s"]
+[run]
+baseline = "baseline"
+"#,
+    );
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "the degenerate cell fails the run\n{out}\n{err}");
+    let root = dir.path().join("results/answers");
+    let cells = cells(&root);
+    let bad = &cells["lambda/w-in64-out48-c1"];
+    assert_eq!(bad["status"], "suspicious");
+    assert_eq!(bad["failure"]["class"], "degenerate_output");
+    let detail = bad["failure"]["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with(
+            "4 of 4 answers are degenerate; first: `lambda` repeats over 48 of 48 words"
+        ) && detail.contains("\"lambda lambda lambda"),
+        "{detail}"
+    );
+    for ok in ["baseline/w-in64-out48-c1", "twin/w-in64-out48-c1"] {
+        assert_eq!(cells[ok]["status"], "ok", "{ok}");
+        let reqs = cells[ok]["summary"]["requests"].as_array().unwrap();
+        assert!(reqs
+            .iter()
+            .all(|r| r["output"]["digest"].as_str().unwrap().len() == 16
+                && r["output"]["text"]
+                    .as_str()
+                    .unwrap()
+                    .split_whitespace()
+                    .count()
+                    == 48));
+    }
+    assert!(out.contains("suspicious (degenerate_output)"), "{out}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let picks = format!("{}{}", report["slo_picks"], report["stream_picks"]);
+    assert!(
+        picks.contains("\"twin\"") || picks.contains("\"baseline\""),
+        "{picks}"
+    );
+    assert!(
+        !picks.contains("\"lambda\""),
+        "recommended the degenerate server: {picks}"
+    );
+}
+
+#[test]
 fn sigkill_mid_cell_leaves_no_process_of_a_wrapper_that_forks_and_detaches_grandchildren() {
     let dir = tempfile::tempdir().unwrap();
     let model = format!("tree-model-{}", std::process::id());

@@ -77,10 +77,43 @@ pub struct RequestRecord {
     /// The answer's text, kept only when a later request needs it (multi-turn).
     #[serde(skip)]
     pub text: Option<String>,
+    /// What is kept of a completed answer to judge it: its digest, and its
+    /// text for the cell's sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputText>,
     /// Final status.
     pub status: Status,
     /// Failure class and evidence when `status` is `failed`.
     pub failure: Option<Failure>,
+}
+
+/// What servebench keeps of an answer: enough to tell two answers apart and
+/// to judge one, without storing every answer of a large cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputText {
+    /// The first 16 hex digits of the SHA-256 of the whole answer text:
+    /// equal digests, equal answers.
+    pub digest: String,
+    /// Characters in the answer.
+    pub chars: u64,
+    /// The answer itself, for the first answers of a cell up to
+    /// `metrics::level::OUTPUT_SAMPLE_BYTES` in all; absent beyond.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+impl OutputText {
+    /// The digest and size of `text`, keeping the text.
+    pub fn of(text: String) -> Self {
+        use sha2::{Digest, Sha256};
+        let hash = Sha256::digest(text.as_bytes());
+        let digest = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
+        OutputText {
+            digest,
+            chars: text.chars().count() as u64,
+            text: Some(text),
+        }
+    }
 }
 
 impl RequestRecord {
@@ -105,6 +138,7 @@ impl RequestRecord {
             turn: None,
             retries: 0,
             text: None,
+            output: None,
             status: Status::Ok,
             failure: None,
         }

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::schedule::{ArrivalClock, LoadShape};
-use crate::client::record::RequestRecord;
+use crate::client::record::{OutputText, RequestRecord};
 use crate::client::Endpoint;
 use crate::load::live::LiveView;
 use crate::workload::{messages_for_turn, ChatMessage, Scenario};
@@ -146,16 +146,20 @@ impl Executor for HttpExecutor {
         epoch: std::time::Instant,
         scheduled: std::time::Instant,
     ) -> RequestRecord {
+        // Every answer's text is read, to judge it; a session's next turn
+        // also needs it as written.
         let mut rec = self
             .endpoint
-            .stream(
-                req.body,
-                epoch,
-                scheduled,
-                self.request_timeout,
-                req.capture_text,
-            )
+            .stream(req.body, epoch, scheduled, self.request_timeout, true)
             .await;
+        let text = if req.capture_text {
+            rec.text.clone()
+        } else {
+            rec.text.take()
+        };
+        if rec.is_ok() {
+            rec.output = text.map(OutputText::of);
+        }
         rec.planned_input_tokens = req.planned_input_tokens;
         rec.requested_output_tokens = Some(req.output_tokens);
         rec.label = req.label;

@@ -82,6 +82,27 @@ pub struct LevelSummary {
     pub requests: Vec<RequestRecord>,
 }
 
+/// Most answer text a level keeps, in bytes: the first answers in send
+/// order keep theirs until this much is kept; every answer keeps its digest.
+pub const OUTPUT_SAMPLE_BYTES: usize = 1 << 20;
+
+/// Keep the text of the first answers up to [`OUTPUT_SAMPLE_BYTES`] in all
+/// and drop the rest, so a large level's stored cell stays bounded.
+pub fn sample_output_text(records: &mut [RequestRecord]) {
+    let mut kept = 0;
+    for r in records {
+        let Some(out) = r.output.as_mut() else {
+            continue;
+        };
+        let len = out.text.as_ref().map_or(0, String::len);
+        if kept + len <= OUTPUT_SAMPLE_BYTES {
+            kept += len;
+        } else {
+            out.text = None;
+        }
+    }
+}
+
 /// Summarise a finished level.
 pub fn summarize(
     load: LoadShape,
@@ -90,7 +111,8 @@ pub fn summarize(
     cpu_seconds: f64,
     client_threads: usize,
 ) -> LevelSummary {
-    let records = run.records;
+    let mut records = run.records;
+    sample_output_text(&mut records);
     let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.is_ok()).collect();
     let mut failures_by_class = BTreeMap::new();
     for r in records.iter().filter(|r| !r.is_ok()) {
@@ -181,6 +203,31 @@ mod tests {
     use super::*;
     use crate::client::record::Outcome;
     use crate::failure::{Failure, FailureClass};
+
+    #[test]
+    fn every_answer_keeps_its_digest_and_the_first_keep_their_text_up_to_the_cap() {
+        let answer = |n: usize| {
+            let mut r = RequestRecord::new(0.0, 0.0);
+            r.output = Some(crate::client::record::OutputText::of("x".repeat(n)));
+            r
+        };
+        let third = OUTPUT_SAMPLE_BYTES / 3;
+        let mut recs = vec![answer(third), answer(third), answer(third + 10), answer(5)];
+        sample_output_text(&mut recs);
+        let kept: Vec<bool> = recs
+            .iter()
+            .map(|r| r.output.as_ref().unwrap().text.is_some())
+            .collect();
+        // The third answer would pass the cap; a short one after it still fits.
+        assert_eq!(kept, [true, true, false, true]);
+        assert!(recs
+            .iter()
+            .all(|r| r.output.as_ref().unwrap().digest.len() == 16));
+        assert_eq!(recs[2].output.as_ref().unwrap().chars, third as u64 + 10);
+        let same = crate::client::record::OutputText::of("x".repeat(third));
+        assert_eq!(recs[0].output.as_ref().unwrap().digest, same.digest);
+        assert_ne!(recs[3].output.as_ref().unwrap().digest, same.digest);
+    }
 
     #[test]
     fn latency_statistics_are_top_level_fields_that_read_back() {

@@ -22,6 +22,7 @@ pub mod bootstrap;
 pub mod goodput;
 pub mod judge;
 pub mod level;
+pub mod output;
 pub mod stats;
 
 /// One sentence per metric, copied into every result file.

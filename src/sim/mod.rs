@@ -92,6 +92,10 @@ pub struct SimConfig {
     /// Fault: requests after the Nth never get an answer.
     #[arg(long)]
     pub hang_after: Option<u64>,
+    /// Fault: requests after the Nth are answered at full speed with one
+    /// word repeated, as a broken kernel or serving build does.
+    #[arg(long)]
+    pub degenerate_after: Option<u64>,
     /// Fault: /health answers 503 for this long after start, ms.
     #[arg(long, default_value_t = 0)]
     pub startup_delay_ms: u64,
@@ -498,6 +502,7 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
         next_at: Instant::now(),
         rng,
         truncate_at,
+        degenerate: s.cfg.degenerate_after.is_some_and(|limit| n > limit),
         stage: Stage::Start,
         admission: None,
     };
@@ -539,6 +544,8 @@ struct Generation {
     next_at: Instant,
     rng: SeededRng,
     truncate_at: Option<u64>,
+    /// Answer with one word repeated (`--degenerate-after`).
+    degenerate: bool,
     stage: Stage,
     admission: Option<Admission>,
 }
@@ -669,6 +676,9 @@ impl Generation {
     }
 
     fn text(&self, first: u64, k: u64) -> String {
+        if self.degenerate {
+            return " lambda".repeat(k as usize);
+        }
         (first..first + k)
             .map(|i| WORDS[(i as usize + self.id as usize) % WORDS.len()])
             .collect()

@@ -53,7 +53,10 @@ pub fn judge(
             suspicions: Vec::new(),
         };
     }
-    let mut suspicions = crate::metrics::judge::suspicions(&s.requests, exact_output);
+    // Fast answers that are not answers come first: their class says so.
+    let degenerate = crate::metrics::output::degenerate_level(&s.requests);
+    let mut suspicions: Vec<String> = degenerate.iter().cloned().collect();
+    suspicions.extend(crate::metrics::judge::suspicions(&s.requests, exact_output));
     if let (Some(d), Some(0)) = (s.draft_tokens, s.accepted_draft_tokens) {
         if d > 0 {
             suspicions.push(nothing_accepted(d as f64));
@@ -61,12 +64,14 @@ pub fn judge(
     }
     if !suspicions.is_empty() {
         warnings.extend(suspicions.iter().cloned());
+        let class = if degenerate.is_some() {
+            FailureClass::DegenerateOutput
+        } else {
+            FailureClass::Suspicious
+        };
         return Judgment {
             status: CellStatus::Suspicious,
-            failure: Some(Failure::new(
-                FailureClass::Suspicious,
-                suspicions.join("; "),
-            )),
+            failure: Some(Failure::new(class, suspicions.join("; "))),
             warnings,
             suspicions,
         };
@@ -218,6 +223,30 @@ mod tests {
         );
         let ok = judge(&level(3, 0), true, None);
         assert_eq!((ok.status, ok.failure), (CellStatus::Ok, None));
+    }
+
+    #[test]
+    fn degenerate_answers_make_the_level_suspicious_with_their_own_class() {
+        let mut s = level(4, 0);
+        for r in &mut s.requests[..2] {
+            r.output = Some(crate::client::record::OutputText::of("lambda ".repeat(32)));
+        }
+        let j = judge(&s, true, None);
+        assert_eq!(j.status, CellStatus::Suspicious);
+        let f = j.failure.unwrap();
+        assert_eq!(f.class, FailureClass::DegenerateOutput);
+        assert!(
+            f.detail.starts_with(
+                "2 of 2 answers are degenerate; first: `lambda` repeats over 32 of 32 words"
+            ),
+            "{}",
+            f.detail
+        );
+        assert!(
+            f.detail.contains("\"lambda lambda"),
+            "the excerpt is the evidence: {}",
+            f.detail
+        );
     }
 
     #[test]
