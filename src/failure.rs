@@ -32,6 +32,9 @@ pub enum FailureClass {
     /// It ran fast, but its answers are degenerate (a word or a short unit
     /// repeated over the answer, text that is not text, or no text).
     DegenerateOutput,
+    /// Its answers differ from the baseline's early and often (greedy
+    /// decoding should give the same answers).
+    OutputMismatch,
     /// The requests could not be built (prompt source, tokenizer, dataset).
     Workload,
     /// The cluster scheduler ended the job (cancelled, pre-empted, time limit, node failure).
@@ -52,6 +55,7 @@ impl FailureClass {
             Self::Connection => "connection",
             Self::Suspicious => "suspicious",
             Self::DegenerateOutput => "degenerate_output",
+            Self::OutputMismatch => "output_mismatch",
             Self::Workload => "workload",
             Self::Scheduler => "scheduler",
         }

@@ -969,10 +969,10 @@ fn the_event_log_follows_the_quickstart_crash_in_order_and_covers_every_cell() {
 }
 
 #[test]
-fn a_fast_server_that_answers_one_word_repeated_is_caught_and_never_recommended() {
+fn fast_servers_that_answer_wrong_are_caught_and_never_recommended() {
     let dir = tempfile::tempdir().unwrap();
-    // The degenerate server is the fastest: without reading the answers it
-    // would win every pick.
+    // The degenerate and the diverging servers are the fastest: without
+    // reading the answers they would win every pick.
     let p = write_campaign(
         dir.path(),
         r#"
@@ -993,6 +993,9 @@ args = ["--decode-step-ms", "4"]
 [[server]]
 id = "lambda"
 args = ["--decode-step-ms", "1", "--degenerate-after", "0"]
+[[server]]
+id = "diverge"
+args = ["--decode-step-ms", "1", "--diverge-after", "4"]
 [[workload]]
 name = "w"
 api = "chat"
@@ -1033,17 +1036,64 @@ baseline = "baseline"
                     == 48));
     }
     assert!(out.contains("suspicious (degenerate_output)"), "{out}");
+    // The twin shares the baseline's settings, hence its cell identities;
+    // both keep their own rows.
+    for id in ["baseline ", "twin "] {
+        assert!(
+            out.lines().any(|l| l.starts_with(id)),
+            "no row for {id}: {out}"
+        );
+    }
+    // The diverging server streams ordinary text, only not the baseline's:
+    // its stored cell is fine, the comparison with the baseline is not.
+    assert_eq!(cells["diverge/w-in64-out48-c1"]["status"], "ok");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("diverge") && l.contains("suspicious (output_mismatch)")),
+        "{out}"
+    );
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let row = |id: &str| {
+        report["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["server_id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("twin")["output_identical"], 1.0, "an exact twin agrees");
+    assert_eq!(row("twin")["status"], "ok");
+    assert_eq!(row("diverge")["output_identical"], 0.0);
+    assert_eq!(row("diverge")["usable"], false);
+    let problem = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["server_id"] == "diverge")
+        .unwrap()
+        .clone();
+    assert_eq!(problem["class"], "output_mismatch");
+    let evidence = problem["evidence"].as_str().unwrap();
+    assert!(
+        evidence.starts_with("4 of 4 answers differ from baseline `baseline`'s within their first 16 words (0 identical); first:"),
+        "{evidence}"
+    );
+    assert!(report["notes"]
+        .to_string()
+        .contains("server `diverge`: 1 cells not ranked"));
     let picks = format!("{}{}", report["slo_picks"], report["stream_picks"]);
     assert!(
         picks.contains("\"twin\"") || picks.contains("\"baseline\""),
         "{picks}"
     );
-    assert!(
-        !picks.contains("\"lambda\""),
-        "recommended the degenerate server: {picks}"
-    );
+    for bad in ["lambda", "diverge"] {
+        assert!(
+            !picks.contains(&format!("\"{bad}\"")),
+            "recommended `{bad}`: {picks}"
+        );
+    }
 }
 
 #[test]

@@ -9,7 +9,7 @@ use super::Exporter;
 pub struct CsvExporter;
 
 /// The columns, in order.
-pub const COLUMNS: [&str; 34] = [
+pub const COLUMNS: [&str; 35] = [
     "server_id",
     "cell_name",
     "point",
@@ -44,6 +44,7 @@ pub const COLUMNS: [&str; 34] = [
     "speedup_output",
     "usable",
     "identity",
+    "output_identical",
 ];
 
 /// Quote a field when it holds a separator, quote or line break (RFC 4180).
@@ -101,6 +102,7 @@ fn row(c: &CellRow) -> Vec<String> {
         num(c.speedup_output),
         c.usable.to_string(),
         c.identity.clone(),
+        num(c.output_identical),
     ]
 }
 

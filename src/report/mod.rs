@@ -9,6 +9,7 @@
 //! `campaign.json` that `run` writes next to `cells/` (name, description,
 //! baseline, server and workload order).
 
+pub mod agreement;
 pub mod charts;
 pub mod compare;
 pub mod csv;

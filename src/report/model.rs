@@ -159,6 +159,10 @@ pub struct CellRow {
     pub usable: bool,
     /// Identity hash.
     pub identity: String,
+    /// Share of its answers identical to the baseline's at the same point
+    /// and repetition; unknown for the baseline and where none compare.
+    #[serde(default)]
+    pub output_identical: Option<f64>,
 }
 
 /// One (server, workload point), aggregated over its repetitions.
@@ -543,6 +547,40 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
             .then(a.cell_name.cmp(&b.cell_name))
     });
 
+    // Answers that are not the baseline's make a cell suspicious here, as
+    // degenerate ones do when judged: its numbers are not a config's speed.
+    let agreements = super::agreement::judge_cells(&cells, baseline.as_deref());
+    let mismatched: Vec<CellResult> = cells
+        .iter()
+        .filter_map(|c| {
+            let f = agreements
+                .get(&(c.server_id.clone(), c.identity.clone()))?
+                .1
+                .clone()?;
+            let mut m = (*c).clone();
+            m.status = CellStatus::Suspicious;
+            m.warnings.push(f.detail.clone());
+            m.failure = Some(f);
+            Some(m)
+        })
+        .collect();
+    for s in &servers {
+        let n = mismatched.iter().filter(|m| &m.server_id == s).count();
+        if n > 0 {
+            notes.push(format!(
+                "server `{s}`: {n} cells not ranked: their answers differ from the baseline's (output_mismatch; see the failed and suspicious cells)"
+            ));
+        }
+    }
+    let cells: Vec<&CellResult> = cells
+        .iter()
+        .map(|c| {
+            mismatched
+                .iter()
+                .find(|m| m.identity == c.identity && m.server_id == c.server_id)
+                .unwrap_or(c)
+        })
+        .collect();
     let color: HashMap<&str, usize> = servers
         .iter()
         .enumerate()
@@ -561,7 +599,12 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
 
     let rows: Vec<CellRow> = cells
         .iter()
-        .map(|c| cell_row(c, &base_cells, &base_any, baseline.as_deref()))
+        .map(|c| CellRow {
+            output_identical: agreements
+                .get(&(c.server_id.clone(), c.identity.clone()))
+                .and_then(|a| a.0.identical_share()),
+            ..cell_row(c, &base_cells, &base_any, baseline.as_deref())
+        })
         .collect();
     let points = point_rows(&cells, &rows);
     let mut rng = SplitMix::new(opts.seed);
@@ -705,6 +748,7 @@ fn cell_row(
         speedup_output: sp.map(|x| x.1),
         usable: ok,
         identity: c.identity.clone(),
+        output_identical: None,
     }
 }
 

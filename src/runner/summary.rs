@@ -17,21 +17,24 @@ use crate::util::table;
 /// tree as loaded), in plan order; search probes follow, by server and load.
 pub fn current_cells(c: &Campaign, all: &[CellResult]) -> Vec<CellResult> {
     let digest = crate::store::identity::model_config_digest(&c.model);
+    // Keyed by server and identity: two servers with the same settings
+    // (an exact twin) share identities but not results.
+    let key = |r: &CellResult| (r.server_id.clone(), r.identity.clone());
     let mut wanted = Vec::new();
     let mut ids = HashSet::new();
     for s in &c.servers {
         for w in &c.workloads {
             let id =
                 crate::store::identity::cell_identity(&c.engine, &c.model, digest.as_deref(), s, w);
-            ids.insert(id.clone());
-            wanted.push(id);
+            ids.insert((s.id.clone(), id.clone()));
+            wanted.push((s.id.clone(), id));
         }
     }
-    let mut by_id: BTreeMap<String, &CellResult> = BTreeMap::new();
+    let mut by_id: BTreeMap<(String, String), &CellResult> = BTreeMap::new();
     let mut probes = Vec::new();
     for r in all {
-        if ids.contains(&r.identity) {
-            by_id.insert(r.identity.clone(), r);
+        if ids.contains(&key(r)) {
+            by_id.insert(key(r), r);
         } else if is_current_probe(c, digest.as_deref(), r) {
             probes.push(r);
         }
@@ -42,9 +45,9 @@ pub fn current_cells(c: &Campaign, all: &[CellResult]) -> Vec<CellResult> {
             .partial_cmp(&(rank(b), b.workload.load.value()))
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    wanted.extend(probes.iter().map(|r| r.identity.clone()));
+    wanted.extend(probes.iter().map(|r| key(r)));
     for r in probes {
-        by_id.insert(r.identity.clone(), r);
+        by_id.insert(key(r), r);
     }
     wanted
         .into_iter()

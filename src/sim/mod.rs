@@ -96,6 +96,10 @@ pub struct SimConfig {
     /// word repeated, as a broken kernel or serving build does.
     #[arg(long)]
     pub degenerate_after: Option<u64>,
+    /// Fault: every answer departs from the right one after this many
+    /// tokens, as a broken speculative-decoding kernel's does.
+    #[arg(long)]
+    pub diverge_after: Option<u64>,
     /// Fault: /health answers 503 for this long after start, ms.
     #[arg(long, default_value_t = 0)]
     pub startup_delay_ms: u64,
@@ -503,6 +507,7 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
         rng,
         truncate_at,
         degenerate: s.cfg.degenerate_after.is_some_and(|limit| n > limit),
+        text_seed: prompt_seed(&req),
         stage: Stage::Start,
         admission: None,
     };
@@ -546,8 +551,20 @@ struct Generation {
     truncate_at: Option<u64>,
     /// Answer with one word repeated (`--degenerate-after`).
     degenerate: bool,
+    /// Where the answer's words start: a function of the prompt alone, so
+    /// every server answers the same prompt with the same text.
+    text_seed: u64,
     stage: Stage,
     admission: Option<Admission>,
+}
+
+/// A seed from the request's prompt (text, texts, tokens or messages).
+fn prompt_seed(req: &GenerateRequest) -> u64 {
+    let text = serde_json::to_string(&(&req.prompt, &req.messages)).unwrap_or_default();
+    // FNV-1a: stable across runs and processes, unlike the std hasher.
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 const WORDS: [&str; 16] = [
@@ -679,8 +696,17 @@ impl Generation {
         if self.degenerate {
             return " lambda".repeat(k as usize);
         }
+        let diverge = self.shared.cfg.diverge_after;
         (first..first + k)
-            .map(|i| WORDS[(i as usize + self.id as usize) % WORDS.len()])
+            .map(|i| {
+                // A diverging answer takes other words from token N on.
+                let shift = if diverge.is_some_and(|d| i >= d) {
+                    7
+                } else {
+                    0
+                };
+                WORDS[((i + self.text_seed + shift) % WORDS.len() as u64) as usize]
+            })
             .collect()
     }
 

@@ -1,0 +1,204 @@
+//! Whether a server answers what the baseline answers.
+//!
+//! Requests are greedy (temperature 0) and every server gets the same
+//! prompts at the same workload point and repetition, in the same order, so
+//! request *i* of a cell and request *i* of the baseline's cell at that point
+//! asked the same thing. Speculative decoding under greedy sampling is meant
+//! to be lossless: its answers should be the baseline's.
+//!
+//! Per pair of completed answers: identical when their digests are equal;
+//! otherwise, where their texts were kept, the first word at which they
+//! differ. Batching and kernel choice may change a late token (numeric
+//! drift), so one divergence, or many late ones, is no alarm. A cell
+//! **mismatches** the baseline when at least [`MISMATCH_MIN_SHARE`] of its
+//! compared answers diverge within their first [`EARLY_WORDS`] words: a
+//! broken kernel departs early and in most answers, drift late and in few.
+//! Answers compared only by digest (text past the kept sample) count as
+//! compared and, when different, as diverged at an unknown place, never as
+//! early.
+
+use serde::{Deserialize, Serialize};
+
+use crate::failure::{Failure, FailureClass};
+use crate::store::CellResult;
+
+/// Answers that differ before this word diverged early.
+pub const EARLY_WORDS: usize = 16;
+
+/// Smallest share of early divergences that makes a cell mismatch.
+pub const MISMATCH_MIN_SHARE: f64 = 0.5;
+
+/// A cell's answers against the baseline's at the same point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Agreement {
+    /// Answer pairs compared (both completed, both with a digest).
+    pub compared: usize,
+    /// Pairs with identical answers.
+    pub identical: usize,
+    /// Pairs that differ within the first [`EARLY_WORDS`] words.
+    pub early: usize,
+    /// First differing word of each pair whose texts were both kept and differ.
+    pub divergence_words: Vec<usize>,
+    /// Where the first early divergence shows: (this server's, the
+    /// baseline's) text from a little before the differing word.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<(String, String)>,
+}
+
+impl Agreement {
+    /// Share of compared answers identical to the baseline's.
+    pub fn identical_share(&self) -> Option<f64> {
+        (self.compared > 0).then(|| self.identical as f64 / self.compared as f64)
+    }
+
+    /// The mismatch, with its evidence, when the rule says the answers are
+    /// not the baseline's.
+    pub fn mismatch(&self, baseline: &str) -> Option<Failure> {
+        if self.compared == 0 || (self.early as f64) < MISMATCH_MIN_SHARE * self.compared as f64 {
+            return None;
+        }
+        let (mine, theirs) = self.excerpt.clone().unwrap_or_default();
+        Some(Failure::new(
+            FailureClass::OutputMismatch,
+            format!(
+                "{} of {} answers differ from baseline `{baseline}`'s within their first {EARLY_WORDS} words ({} identical); first: \"{mine}\" where the baseline has \"{theirs}\"",
+                self.early, self.compared, self.identical
+            ),
+        ))
+    }
+}
+
+/// Each usable cell's agreement with the baseline's usable cell at the same
+/// point and repetition, with its mismatch when there is one, by (server,
+/// identity): an exact twin of the baseline shares its identities.
+pub fn judge_cells(
+    cells: &[&CellResult],
+    baseline: Option<&str>,
+) -> std::collections::HashMap<(String, String), (Agreement, Option<Failure>)> {
+    let mut out = std::collections::HashMap::new();
+    let Some(b) = baseline else {
+        return out;
+    };
+    let point = |c: &CellResult| {
+        let mut w = c.workload.clone();
+        w.repetition = 0;
+        (w.cell_name(), c.workload.repetition)
+    };
+    let base: std::collections::HashMap<_, &CellResult> = cells
+        .iter()
+        .filter(|c| c.server_id == b && c.status.is_usable())
+        .map(|c| (point(c), *c))
+        .collect();
+    for c in cells
+        .iter()
+        .filter(|c| c.server_id != b && c.status.is_usable())
+    {
+        let Some(a) = base.get(&point(c)).and_then(|bc| compare(c, bc)) else {
+            continue;
+        };
+        let f = a.mismatch(b);
+        out.insert((c.server_id.clone(), c.identity.clone()), (a, f));
+    }
+    out
+}
+
+/// Compare `cell`'s answers with `base`'s, request by request.
+pub fn compare(cell: &CellResult, base: &CellResult) -> Option<Agreement> {
+    let (s, b) = (cell.summary.as_ref()?, base.summary.as_ref()?);
+    let mut a = Agreement {
+        compared: 0,
+        identical: 0,
+        early: 0,
+        divergence_words: Vec::new(),
+        excerpt: None,
+    };
+    for (x, y) in s.requests.iter().zip(&b.requests) {
+        let (Some(ox), Some(oy)) = (x.output.as_ref(), y.output.as_ref()) else {
+            continue;
+        };
+        if !(x.is_ok() && y.is_ok()) {
+            continue;
+        }
+        a.compared += 1;
+        if ox.digest == oy.digest {
+            a.identical += 1;
+            continue;
+        }
+        let (Some(tx), Some(ty)) = (ox.text.as_deref(), oy.text.as_deref()) else {
+            continue;
+        };
+        let Some(at) = first_divergence(tx, ty) else {
+            // Same words, other spacing: not a different answer.
+            a.identical += 1;
+            continue;
+        };
+        a.divergence_words.push(at);
+        if at < EARLY_WORDS {
+            a.early += 1;
+            if a.excerpt.is_none() {
+                a.excerpt = Some((around(tx, at), around(ty, at)));
+            }
+        }
+    }
+    (a.compared > 0).then_some(a)
+}
+
+/// The index of the first word at which `a` and `b` differ; `None` when
+/// their words are the same.
+fn first_divergence(a: &str, b: &str) -> Option<usize> {
+    let (mut x, mut y) = (a.split_whitespace(), b.split_whitespace());
+    let mut i = 0;
+    loop {
+        match (x.next(), y.next()) {
+            (None, None) => return None,
+            (p, q) if p != q => return Some(i),
+            _ => i += 1,
+        }
+    }
+}
+
+/// Up to eight words of `text` from two before word `at`.
+fn around(text: &str, at: usize) -> String {
+    text.split_whitespace()
+        .skip(at.saturating_sub(2))
+        .take(8)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_differing_word_is_found_whatever_the_spacing() {
+        assert_eq!(first_divergence("a b c d", "a b x d"), Some(2));
+        assert_eq!(first_divergence("a  b\nc", "a b c"), None);
+        assert_eq!(first_divergence("a b", "a b c"), Some(2));
+        assert_eq!(around("one two three four five", 3), "two three four five");
+    }
+
+    #[test]
+    fn early_frequent_divergence_mismatches_and_late_or_rare_does_not() {
+        let a = |compared, identical, early| Agreement {
+            compared,
+            identical,
+            early,
+            divergence_words: Vec::new(),
+            excerpt: Some(("x y".into(), "x z".into())),
+        };
+        // A broken kernel: most answers depart in their first words.
+        let f = a(8, 0, 8).mismatch("ar").unwrap();
+        assert_eq!(f.class, FailureClass::OutputMismatch);
+        assert!(
+            f.detail.starts_with("8 of 8 answers differ from baseline `ar`'s within their first 16 words (0 identical); first: \"x y\" where the baseline has \"x z\""),
+            "{}",
+            f.detail
+        );
+        // Drift: every answer differs, but late; or one early in eight.
+        assert_eq!(a(8, 0, 0).mismatch("ar"), None);
+        assert_eq!(a(8, 5, 1).mismatch("ar"), None);
+        assert_eq!(a(0, 0, 0).mismatch("ar"), None);
+        assert_eq!(a(8, 4, 4).identical_share(), Some(0.5));
+    }
+}
