@@ -476,6 +476,19 @@ grace_period = "3s"
         let finished = log.lines().filter(|l| l.contains("total time =")).count();
         assert_eq!(finished, 4, "{id}: {log}");
     }
+    // Greedy n-gram speculation at one request at a time is exact on
+    // llama.cpp: every answer is the autoregressive one, word for word.
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("results/real/report.json")).unwrap(),
+    )
+    .unwrap();
+    let ngram_row = report["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["server_id"] == "ngram")
+        .unwrap();
+    assert_eq!(ngram_row["output_identical"], 1.0, "{ngram_row}");
     let spec = &cells["ngram/code-kinds-out24-c1"];
     let argv: Vec<&str> = spec["server_run"]["command"]
         .as_array()
