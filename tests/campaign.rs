@@ -986,41 +986,9 @@ fn fast_servers_that_answer_wrong_are_caught_and_never_recommended() {
     let dir = tempfile::tempdir().unwrap();
     // The degenerate and the diverging servers are the fastest: without
     // reading the answers they would win every pick.
-    let p = write_campaign(
-        dir.path(),
-        r#"
-[campaign]
-name = "answers"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
-[[server]]
-id = "baseline"
-args = ["--decode-step-ms", "4"]
-[[server]]
-id = "twin"
-args = ["--decode-step-ms", "4"]
-[[server]]
-id = "lambda"
-args = ["--decode-step-ms", "1", "--degenerate-after", "0"]
-[[server]]
-id = "diverge"
-args = ["--decode-step-ms", "1", "--diverge-after", "4"]
-[[workload]]
-name = "w"
-api = "chat"
-input_len = 64
-output_len = 48
-concurrency = 1
-num_requests = 4
-slo = ["ttft=5s,tpot=1s"]
-[run]
-baseline = "baseline"
-"#,
-    );
+    let text = include_str!("../examples/answers.toml")
+        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let p = write_campaign(dir.path(), &text);
     let (code, out, err) = run(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 3, "the degenerate cell fails the run\n{out}\n{err}");
     let root = dir.path().join("results/answers");
@@ -1101,6 +1069,18 @@ baseline = "baseline"
         picks.contains("\"twin\"") || picks.contains("\"baseline\""),
         "{picks}"
     );
+    // Without the degenerate server, the mismatch alone fails the run.
+    let dir2 = tempfile::tempdir().unwrap();
+    let no_lambda = text.replace(
+        "[[server]]\nid = \"lambda\"\nargs = [\"--decode-step-ms\", \"1\", \"--degenerate-after\", \"0\"]\n",
+        "",
+    );
+    assert!(!no_lambda.contains("id = \"lambda\""));
+    let (code2, _, err2) = run(&[
+        "run",
+        write_campaign(dir2.path(), &no_lambda).to_str().unwrap(),
+    ]);
+    assert_eq!(code2, 3, "{err2}");
     for bad in ["lambda", "diverge"] {
         assert!(
             !picks.contains(&format!("\"{bad}\"")),

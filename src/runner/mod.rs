@@ -82,7 +82,8 @@ pub struct RunOutcome {
 pub enum RunEnd {
     /// Every cell is stored without a failure (servers expected to fail aside).
     AllOk,
-    /// Some cell failed, was suspicious, partial or not run.
+    /// Some cell failed, was suspicious, partial or not run, or its answers
+    /// mismatch the baseline's.
     SomeFailed,
     /// A signal stopped the run; finished cells are stored.
     Interrupted,
@@ -102,11 +103,17 @@ impl RunOutcome {
             .filter(|s| s.expected_failure)
             .map(|s| s.id.as_str())
             .collect();
-        if self
+        let stored_failure = self
             .cells
             .iter()
-            .any(|r| r.status.is_failure() && !expected.contains(r.server_id.as_str()))
-        {
+            .any(|r| r.status.is_failure() && !expected.contains(r.server_id.as_str()));
+        // Answers that are not the baseline's fail the run as the report
+        // judges them, though each stored cell keeps its own status.
+        let cells: Vec<&CellResult> = self.cells.iter().collect();
+        let mismatch = crate::report::agreement::judge_cells(&cells, c.run.baseline.as_deref())
+            .iter()
+            .any(|((server, _), (_, f))| f.is_some() && !expected.contains(server.as_str()));
+        if stored_failure || mismatch {
             RunEnd::SomeFailed
         } else {
             RunEnd::AllOk
