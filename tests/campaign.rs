@@ -411,6 +411,81 @@ fn example_commands_use_only_flags_the_engines_have() {
 }
 
 #[test]
+fn real_llamacpp_answers_forced_into_one_word_are_caught_and_an_exact_twin_agrees() {
+    let python = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
+    let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
+    // The real engine under a default grammar that allows only "lambda ":
+    // what a broken build streams, produced by llama.cpp's own sampler.
+    let text = format!(
+        r#"
+[campaign]
+name = "forced"
+results_dir = "results"
+[model]
+path = "{gguf}"
+name = "smollm2"
+[engine]
+kind = "llamacpp"
+executable = ["{python}", "{script}"]
+args = ["--threads", "1"]
+[defaults]
+context_length = 1024
+max_running_requests = 1
+[[server]]
+id = "ar"
+[[server]]
+id = "twin"
+[[server]]
+id = "forced"
+args = ["--grammar", 'root ::= ("lambda ")+']
+[[workload]]
+name = "code"
+api = "chat"
+prompt_kinds = "quicksort"
+output_len = 64
+concurrency = 1
+num_requests = 3
+[run]
+baseline = "ar"
+health_timeout = "60s"
+grace_period = "3s"
+"#
+    );
+    let campaign = write_campaign(dir.path(), &text);
+    let (code, stdout, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 3, "{stdout}\n{stderr}");
+    let root = dir.path().join("results/forced");
+    let cells = cells(&root);
+    let forced = &cells["forced/code-kinds-out64-c1"];
+    assert_eq!(forced["status"], "suspicious", "{forced}");
+    assert_eq!(forced["failure"]["class"], "degenerate_output");
+    let detail = forced["failure"]["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("3 of 3 answers are degenerate; first: `lambda` repeats")
+            && detail.contains("\"lambda lambda"),
+        "{detail}"
+    );
+    for id in ["ar", "twin"] {
+        assert_eq!(
+            cells[&format!("{id}/code-kinds-out64-c1")]["status"],
+            "ok",
+            "{id}"
+        );
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let twin = report["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["server_id"] == "twin")
+        .unwrap();
+    assert_eq!(twin["output_identical"], 1.0, "{twin}");
+}
+
+#[test]
 fn real_llamacpp_campaign_runs_autoregressive_and_speculative() {
     let python = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
     let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");

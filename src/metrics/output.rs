@@ -22,8 +22,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::record::RequestRecord;
 
-/// Fewest words a loop must cover.
-pub const LOOP_MIN_WORDS: usize = 24;
+/// Fewest words a loop must cover: a word is often several tokens (64
+/// tokens of "lambda" are 14 to 32 words), and a small model's own loops
+/// under `ignore_eos` are often shorter ("use X; use X;" over 10 words).
+pub const LOOP_MIN_WORDS: usize = 12;
 
 /// Smallest share of an answer's words a loop must cover.
 pub const LOOP_MIN_SHARE: f64 = 0.5;
