@@ -444,7 +444,7 @@ args = ["--grammar", 'root ::= ("lambda ")+']
 name = "code"
 api = "chat"
 prompt_kinds = "quicksort"
-output_len = 64
+output_len = 128
 concurrency = 1
 num_requests = 3
 [run]
@@ -458,7 +458,7 @@ grace_period = "3s"
     assert_eq!(code, 3, "{stdout}\n{stderr}");
     let root = dir.path().join("results/forced");
     let cells = cells(&root);
-    let forced = &cells["forced/code-kinds-out64-c1"];
+    let forced = &cells["forced/code-kinds-out128-c1"];
     assert_eq!(forced["status"], "suspicious", "{forced}");
     assert_eq!(forced["failure"]["class"], "degenerate_output");
     let detail = forced["failure"]["detail"].as_str().unwrap();
@@ -469,7 +469,7 @@ grace_period = "3s"
     );
     for id in ["ar", "twin"] {
         assert_eq!(
-            cells[&format!("{id}/code-kinds-out64-c1")]["status"],
+            cells[&format!("{id}/code-kinds-out128-c1")]["status"],
             "ok",
             "{id}"
         );

@@ -71,6 +71,10 @@ pub struct RequestRecord {
     /// Turn index within the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// Which unit of the level's work it was: the same index (and turn)
+    /// asks the same thing on every server at the same workload point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u64>,
     /// Times the request was re-sent because a reused connection had been closed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
@@ -137,6 +141,7 @@ impl RequestRecord {
             session: None,
             turn: None,
             retries: 0,
+            index: None,
             text: None,
             output: None,
             status: Status::Ok,

@@ -68,8 +68,22 @@ pub trait RequestSource: Send {
     fn next_work(&mut self, index: u64) -> Option<Work>;
 }
 
-/// Carry out one unit of work and return its records in the order sent.
+/// Carry out unit `index` of the level's work and return its records in the
+/// order sent, each marked with that index.
 async fn perform<E: Executor>(
+    executor: &E,
+    (index, work): (u64, Work),
+    epoch: std::time::Instant,
+    scheduled: std::time::Instant,
+) -> Vec<RequestRecord> {
+    let mut records = perform_work(executor, work, epoch, scheduled).await;
+    for r in &mut records {
+        r.index = Some(index);
+    }
+    records
+}
+
+async fn perform_work<E: Executor>(
     executor: &E,
     work: Work,
     epoch: std::time::Instant,
@@ -356,7 +370,7 @@ async fn closed_loop<E: Executor>(
                 };
                 let scheduled = Instant::now();
                 let recs = tokio::select! {
-                    r = perform(executor.as_ref(), work, epoch.into_std(), scheduled.into_std()) => r,
+                    r = perform(executor.as_ref(), (idx, work), epoch.into_std(), scheduled.into_std()) => r,
                     _ = cancel.cancelled() => break,
                 };
                 if let Some(l) = &live {
@@ -424,14 +438,15 @@ async fn open_loop<E: Executor>(
             },
             None => None,
         };
-        let Some(work) = take_work(&source, first_index.saturating_add(n)) else {
+        let index = first_index.saturating_add(n);
+        let Some(work) = take_work(&source, index) else {
             break;
         };
         let (executor, live) = (executor.clone(), live.clone());
         tasks.spawn(async move {
             let recs = perform(
                 executor.as_ref(),
-                work,
+                (index, work),
                 epoch.into_std(),
                 scheduled.into_std(),
             )

@@ -22,10 +22,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::record::RequestRecord;
 
-/// Fewest words a loop must cover: a word is often several tokens (64
-/// tokens of "lambda" are 14 to 32 words), and a small model's own loops
-/// under `ignore_eos` are often shorter ("use X; use X;" over 10 words).
-pub const LOOP_MIN_WORDS: usize = 12;
+/// Fewest words a loop must cover. A small model's own greedy continuation
+/// loops too under `ignore_eos` (SmolLM2-135M: "use X; use X;" over 10 words,
+/// one word repeated through a 16-token answer to a synthetic prompt), so
+/// short answers are not judged; a word is often several tokens, so an
+/// answer needs some 100 tokens before a one-word loop can be seen.
+pub const LOOP_MIN_WORDS: usize = 24;
 
 /// Smallest share of an answer's words a loop must cover.
 pub const LOOP_MIN_SHARE: f64 = 0.5;

@@ -1,9 +1,10 @@
 //! Whether a server answers what the baseline answers.
 //!
 //! Requests are greedy (temperature 0) and every server gets the same
-//! prompts at the same workload point and repetition, in the same order, so
-//! request *i* of a cell and request *i* of the baseline's cell at that point
-//! asked the same thing. Speculative decoding under greedy sampling is meant
+//! prompts at the same workload point and repetition: the request that was
+//! unit *i* of a cell's work (and turn *t* of a session) asked what unit *i*
+//! (turn *t*) of the baseline's cell at that point asked, whatever order
+//! concurrent requests were sent in. Speculative decoding under greedy sampling is meant
 //! to be lossless: its answers should be the baseline's.
 //!
 //! Per pair of completed answers: identical when their digests are equal;
@@ -112,7 +113,19 @@ pub fn compare(cell: &CellResult, base: &CellResult) -> Option<Agreement> {
         divergence_words: Vec::new(),
         excerpt: None,
     };
-    for (x, y) in s.requests.iter().zip(&b.requests) {
+    // Pairs by the unit of work each request was (its index and turn): the
+    // order in which concurrent requests were sent differs between runs.
+    let key = |r: &crate::client::record::RequestRecord| r.index.map(|i| (i, r.turn));
+    let theirs: std::collections::HashMap<_, _> = b
+        .requests
+        .iter()
+        .filter_map(|r| Some((key(r)?, r)))
+        .collect();
+    let pairs = s
+        .requests
+        .iter()
+        .filter_map(|x| Some((x, *theirs.get(&key(x)?)?)));
+    for (x, y) in pairs {
         let (Some(ox), Some(oy)) = (x.output.as_ref(), y.output.as_ref()) else {
             continue;
         };
