@@ -1156,12 +1156,35 @@ fn fast_servers_that_answer_wrong_are_caught_and_never_recommended() {
         write_campaign(dir2.path(), &no_lambda).to_str().unwrap(),
     ]);
     assert_eq!(code2, 3, "{err2}");
-    for bad in ["lambda", "diverge"] {
-        assert!(
-            !picks.contains(&format!("\"{bad}\"")),
-            "recommended `{bad}`: {picks}"
-        );
+    // Every pick names its winner and runner-up among the right answers,
+    // and says which configs it left out for their answers.
+    for pick in report["slo_picks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(report["stream_picks"].as_array().unwrap())
+    {
+        for place in ["best", "runner_up"] {
+            let id = pick[place]["server_id"].as_str().unwrap_or("");
+            assert!(
+                !["lambda", "diverge"].contains(&id),
+                "{place} `{id}`: {pick}"
+            );
+        }
+        let left_out: Vec<&str> = pick["excluded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["wrong_answers_in"][0] == "w-in64-out48-c1")
+            .map(|e| e["server_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(left_out, ["diverge", "lambda"], "{pick}");
     }
+    let md = std::fs::read_to_string(root.join("report.md")).unwrap();
+    assert!(
+        md.contains("not ranked: `diverge` (wrong answers in w-in64-out48-c1), `lambda` (wrong answers in w-in64-out48-c1)"),
+        "{md}"
+    );
 }
 
 #[test]

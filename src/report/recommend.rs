@@ -57,14 +57,21 @@ pub struct SloPick {
     pub excluded: Vec<Excluded>,
 }
 
-/// A config not ranked for a pick because its server crashed under the same
-/// workload family: its other numbers there are from before the crash.
+/// A config not ranked for a pick: its server crashed under the same
+/// workload family (its other numbers there are from before the crash), or
+/// its answers there were degenerate or not the baseline's (a speed of
+/// wrong answers is no speed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Excluded {
     /// Server config id.
     pub server_id: String,
     /// The cells of the family it crashed in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub crashed_in: Vec<String>,
+    /// The cells of the family whose answers were degenerate or mismatched
+    /// the baseline's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wrong_answers_in: Vec<String>,
 }
 
 /// The fastest single-stream config for one prompt kind.
@@ -101,42 +108,73 @@ fn confidence(best: &Ranked, runner_up: Option<&Ranked>) -> String {
     .into()
 }
 
-/// Per server, the families it crashed in and the crashed cells of each.
+/// Per server, the families of some cells and those cells.
 type Crashes = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 
-fn crashes(cells: &[&CellResult]) -> Crashes {
+/// The cells that pass `keep`, per server and family.
+fn by_server_and_family(cells: &[&CellResult], keep: impl Fn(&CellResult) -> bool) -> Crashes {
     let mut out = Crashes::new();
-    for c in cells {
-        // Cells left unrun by the crash carry its class too; only the cell
-        // that was running when it died is where it crashed.
-        let crashed = c.status == CellStatus::Failed
-            && c.failure
-                .as_ref()
-                .is_some_and(|f| f.class == FailureClass::Crashed);
-        if crashed {
-            out.entry(c.server_id.clone())
-                .or_default()
-                .entry(family_of(c))
-                .or_default()
-                .push(c.cell_name.clone());
-        }
+    for c in cells.iter().filter(|c| keep(c)) {
+        out.entry(c.server_id.clone())
+            .or_default()
+            .entry(family_of(c))
+            .or_default()
+            .push(c.cell_name.clone());
     }
     out
 }
 
-/// The servers that crashed in any of `families`, with the cells.
-fn crashed_in(crashes: &Crashes, families: &BTreeSet<String>) -> Vec<Excluded> {
-    crashes
-        .iter()
-        .filter_map(|(server, by_family)| {
-            let cells: Vec<String> = by_family
-                .iter()
-                .filter(|(f, _)| families.contains(*f))
-                .flat_map(|(_, c)| c.iter().cloned())
-                .collect();
-            (!cells.is_empty()).then(|| Excluded {
+fn crashes(cells: &[&CellResult]) -> Crashes {
+    // Cells left unrun by the crash carry its class too; only the cell
+    // that was running when it died is where it crashed.
+    by_server_and_family(cells, |c| {
+        c.status == CellStatus::Failed
+            && c.failure
+                .as_ref()
+                .is_some_and(|f| f.class == FailureClass::Crashed)
+    })
+}
+
+fn wrong_answers(cells: &[&CellResult]) -> Crashes {
+    by_server_and_family(cells, |c| {
+        c.failure.as_ref().is_some_and(|f| {
+            matches!(
+                f.class,
+                FailureClass::DegenerateOutput | FailureClass::OutputMismatch
+            )
+        })
+    })
+}
+
+/// The servers left out of a pick over `families`: those that crashed there
+/// (unless `include_crashed`) and those whose answers were wrong there.
+fn left_out(
+    (crashes, wrong): (&Crashes, &Crashes),
+    families: &BTreeSet<String>,
+    include_crashed: bool,
+) -> Vec<Excluded> {
+    let cells_in = |by: &Crashes, server: &str| -> Vec<String> {
+        by.get(server)
+            .into_iter()
+            .flatten()
+            .filter(|(f, _)| families.contains(*f))
+            .flat_map(|(_, c)| c.iter().cloned())
+            .collect()
+    };
+    let servers: BTreeSet<&String> = crashes.keys().chain(wrong.keys()).collect();
+    servers
+        .into_iter()
+        .filter_map(|server| {
+            let crashed_in = if include_crashed {
+                Vec::new()
+            } else {
+                cells_in(crashes, server)
+            };
+            let wrong_answers_in = cells_in(wrong, server);
+            (!crashed_in.is_empty() || !wrong_answers_in.is_empty()).then(|| Excluded {
                 server_id: server.clone(),
-                crashed_in: cells,
+                crashed_in,
+                wrong_answers_in,
             })
         })
         .collect()
@@ -148,7 +186,7 @@ pub(super) fn slo_picks(
     rng: &mut SplitMix,
     include_crashed: bool,
 ) -> Vec<SloPick> {
-    let crashes = crashes(cells);
+    let (crashes, wrong) = (crashes(cells), wrong_answers(cells));
     // (slo, family) → (server, load) → per-repetition (rate/GPU, share, cell)
     type Cand<'a> = Vec<(f64, f64, &'a CellResult, Slo)>;
     type ByConfig<'a> = BTreeMap<(usize, String, String), Cand<'a>>;
@@ -169,12 +207,16 @@ pub(super) fn slo_picks(
     }
     let mut out = Vec::new();
     for ((slo, family), cands) in groups {
-        let mut excluded = if include_crashed {
-            Vec::new()
-        } else {
-            crashed_in(&crashes, &BTreeSet::from([family.clone()]))
-        };
-        excluded.retain(|e| cands.keys().any(|(_, s, _)| *s == e.server_id));
+        let mut excluded = left_out(
+            (&crashes, &wrong),
+            &BTreeSet::from([family.clone()]),
+            include_crashed,
+        );
+        // A crash matters where the server is still a candidate; wrong
+        // answers are said even when no usable cell is left to rank.
+        excluded.retain(|e| {
+            !e.wrong_answers_in.is_empty() || cands.keys().any(|(_, s, _)| *s == e.server_id)
+        });
         let mut ranked: Vec<(Ranked, f64, bool)> = cands
             .iter()
             .filter(|((_, server, _), _)| !excluded.iter().any(|e| &e.server_id == server))
@@ -283,7 +325,7 @@ pub(super) fn stream_picks(
     rng: &mut SplitMix,
     include_crashed: bool,
 ) -> Vec<StreamPick> {
-    let crashes = crashes(cells);
+    let (crashes, wrong) = (crashes(cells), wrong_answers(cells));
     let mut families: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut rank: HashMap<&str, usize> = HashMap::new();
     for c in cells {
@@ -320,10 +362,12 @@ pub(super) fn stream_picks(
         .into_iter()
         .filter_map(|(kind, mut cands)| {
             let mut excluded = match families.get(&kind) {
-                Some(f) if !include_crashed => crashed_in(&crashes, f),
-                _ => Vec::new(),
+                Some(f) => left_out((&crashes, &wrong), f, include_crashed),
+                None => Vec::new(),
             };
-            excluded.retain(|e| cands.iter().any(|c| c.0.server_id == e.server_id));
+            excluded.retain(|e| {
+                !e.wrong_answers_in.is_empty() || cands.iter().any(|c| c.0.server_id == e.server_id)
+            });
             cands.retain(|c| !excluded.iter().any(|e| e.server_id == c.0.server_id));
             cands.sort_by(|a, b| b.0.value.total_cmp(&a.0.value));
             let (best, requests) = cands.first().cloned()?;

@@ -212,12 +212,24 @@ fn append_caveats(out: &mut [String], caveat: Option<&str>, excluded: &[Excluded
     if !excluded.is_empty() {
         let who: Vec<String> = excluded
             .iter()
-            .map(|e| format!("`{}` (crashed in {})", e.server_id, e.crashed_in.join(", ")))
+            .map(|e| {
+                let mut why = Vec::new();
+                if !e.crashed_in.is_empty() {
+                    why.push(format!("crashed in {}", e.crashed_in.join(", ")));
+                }
+                if !e.wrong_answers_in.is_empty() {
+                    why.push(format!(
+                        "wrong answers in {}",
+                        e.wrong_answers_in.join(", ")
+                    ));
+                }
+                format!("`{}` ({})", e.server_id, why.join("; "))
+            })
             .collect();
-        line.push_str(&format!(
-            " — not ranked: {}; `servebench report --include-crashed` ranks them",
-            who.join(", ")
-        ));
+        line.push_str(&format!(" — not ranked: {}", who.join(", ")));
+        if excluded.iter().any(|e| !e.crashed_in.is_empty()) {
+            line.push_str("; `servebench report --include-crashed` ranks the crashed ones");
+        }
     }
 }
 
