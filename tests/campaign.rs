@@ -410,18 +410,18 @@ fn example_commands_use_only_flags_the_engines_have() {
     }
 }
 
-#[test]
-fn real_llamacpp_answers_forced_into_one_word_are_caught_and_an_exact_twin_agrees() {
+/// `[campaign]` to `[defaults]` of a campaign on the real llama.cpp server
+/// (SmolLM2 through `scripts/llama-server`, one thread, one request at a
+/// time), `extra_args` appended to the engine's; servers, workloads and
+/// `[run]` follow.
+fn real_llamacpp_head(name: &str, extra_args: &str, context_length: u32) -> String {
     let python = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
     let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
-    let dir = tempfile::tempdir().unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
-    // The real engine under a default grammar that allows only "lambda ":
-    // what a broken build streams, produced by llama.cpp's own sampler.
-    let text = format!(
+    format!(
         r#"
 [campaign]
-name = "forced"
+name = "{name}"
 results_dir = "results"
 [model]
 path = "{gguf}"
@@ -429,10 +429,22 @@ name = "smollm2"
 [engine]
 kind = "llamacpp"
 executable = ["{python}", "{script}"]
-args = ["--threads", "1"]
+args = ["--threads", "1"{extra_args}]
 [defaults]
-context_length = 1024
+context_length = {context_length}
 max_running_requests = 1
+"#
+    )
+}
+
+#[test]
+fn real_llamacpp_answers_forced_into_one_word_are_caught_and_an_exact_twin_agrees() {
+    let dir = tempfile::tempdir().unwrap();
+    // The real engine under a default grammar that allows only "lambda ":
+    // what a broken build streams, produced by llama.cpp's own sampler.
+    let head = real_llamacpp_head("forced", "", 1024);
+    let text = format!(
+        r#"{head}
 [[server]]
 id = "ar"
 [[server]]
@@ -487,25 +499,10 @@ grace_period = "3s"
 
 #[test]
 fn real_llamacpp_campaign_runs_autoregressive_and_speculative() {
-    let python = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
-    let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
     let dir = tempfile::tempdir().unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
+    let head = real_llamacpp_head("real", ", \"--metrics\"", 2048);
     let text = format!(
-        r#"
-[campaign]
-name = "real"
-results_dir = "results"
-[model]
-path = "{gguf}"
-name = "smollm2"
-[engine]
-kind = "llamacpp"
-executable = ["{python}", "{script}"]
-args = ["--threads", "1", "--metrics"]
-[defaults]
-context_length = 2048
-max_running_requests = 1
+        r#"{head}
 [[server]]
 id = "ar"
 [[server]]

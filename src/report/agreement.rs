@@ -80,11 +80,7 @@ pub fn judge_cells(
     let Some(b) = baseline else {
         return out;
     };
-    let point = |c: &CellResult| {
-        let mut w = c.workload.clone();
-        w.repetition = 0;
-        (w.cell_name(), c.workload.repetition)
-    };
+    let point = |c: &CellResult| (super::model::point_name(c), c.workload.repetition);
     let base: std::collections::HashMap<_, &CellResult> = cells
         .iter()
         .filter(|c| c.server_id == b && c.status.is_usable())

@@ -383,7 +383,8 @@ fn prompt_text(c: &CellResult) -> String {
     }
 }
 
-fn point_name(c: &CellResult) -> String {
+/// The workload point of a cell, its repetition left out.
+pub(super) fn point_name(c: &CellResult) -> String {
     let mut w = c.workload.clone();
     w.repetition = 0;
     w.cell_name()
