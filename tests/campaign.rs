@@ -1182,6 +1182,22 @@ fn fast_servers_that_answer_wrong_are_caught_and_never_recommended() {
         md.contains("not ranked: `diverge` (wrong answers in w-in64-out48-c1), `lambda` (wrong answers in w-in64-out48-c1)"),
         "{md}"
     );
+    // One line per server on its answers, in the terminal and on each page.
+    let lines = [
+        "`twin`: 100% of 4 answers identical to the baseline's over 1 cells",
+        "`diverge`: 0% of 4 answers identical to the baseline's over 1 cells; 4 differ within their first 16 words; differing answers part at word 4 (median); 1 cells output_mismatch (not ranked)",
+        "`lambda`: no answers compared with the baseline's; 1 cells degenerate_output (not ranked)",
+    ];
+    let html = std::fs::read_to_string(root.join("report.html")).unwrap();
+    for l in lines {
+        assert!(
+            out.contains(&format!("  {l}\n")),
+            "terminal lacks {l}:\n{out}"
+        );
+        assert!(md.contains(&format!("- {l}\n")), "report.md lacks {l}");
+        assert!(html.contains(l), "report.html lacks {l}");
+    }
+    assert!(md.contains("## Answers\n\nRequests are greedy"), "{md}");
 }
 
 #[test]

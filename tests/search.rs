@@ -213,6 +213,42 @@ fn a_config_that_cannot_win_is_stopped_before_its_bisection() {
 }
 
 #[test]
+fn a_fast_config_whose_answers_are_not_the_baselines_wins_no_search() {
+    let dir = tempfile::tempdir().unwrap();
+    // `fast` becomes a server whose answers depart from the baseline's
+    // after four words; `slow` is the baseline. Without reading the
+    // answers, `fast` has the higher boundary and would be picked.
+    let c = campaign(dir.path(), false);
+    let text = std::fs::read_to_string(&c)
+        .unwrap()
+        .replace(
+            "args = [\"--decode-step-ms\", \"2\"]",
+            "args = [\"--decode-step-ms\", \"2\", \"--diverge-after\", \"4\"]",
+        )
+        .replace("[run]\n", "[run]\nbaseline = \"slow\"\n");
+    assert!(text.contains("--diverge-after") && text.contains("baseline = \"slow\""));
+    std::fs::write(&c, text).unwrap();
+    let (code, _, stderr) = run(&["run", c.to_str().unwrap()]);
+    assert_eq!(code, 3, "the mismatch fails the run\n{stderr}");
+    let r = report(dir.path());
+    let rows = r["searches"].as_array().unwrap();
+    let fast = rows.iter().find(|s| s["server_id"] == "fast").unwrap();
+    assert_eq!(fast["state"], "below_min", "{fast}");
+    assert!(
+        fast["missed"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("cell suspicious (output_mismatch:"),
+        "{fast}"
+    );
+    assert_eq!(
+        r["search_picks"][0]["server_id"], "slow",
+        "{}",
+        r["search_picks"]
+    );
+}
+
+#[test]
 fn a_search_beside_fixed_levels_is_refused_at_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let c = campaign(dir.path(), false);

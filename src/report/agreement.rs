@@ -99,6 +99,117 @@ pub fn judge_cells(
     out
 }
 
+/// One server's answers over the whole campaign: how many agreed with the
+/// baseline's and how many cells were judged wrong.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnswerRow {
+    /// Server config id.
+    pub server_id: String,
+    /// Whether this is the baseline (the reference, compared with nothing).
+    pub baseline: bool,
+    /// Cells whose answers were compared with the baseline's.
+    pub cells_compared: usize,
+    /// Answer pairs compared over those cells.
+    pub answers_compared: usize,
+    /// Pairs with identical answers.
+    pub identical: usize,
+    /// Pairs that differ within the first [`EARLY_WORDS`] words.
+    pub early: usize,
+    /// Median first differing word over the pairs that differ, where kept.
+    pub divergence_word_p50: Option<usize>,
+    /// Cells judged `output_mismatch`.
+    pub mismatched_cells: usize,
+    /// Cells judged `degenerate_output` when they ran.
+    pub degenerate_cells: usize,
+}
+
+impl AnswerRow {
+    /// The row as one sentence, for the terminal and the pages.
+    pub fn text(&self) -> String {
+        let mut parts = Vec::new();
+        if self.baseline {
+            parts.push("the baseline: its answers are the reference".to_string());
+        } else if self.answers_compared > 0 {
+            parts.push(format!(
+                "{:.0}% of {} answers identical to the baseline's over {} cells",
+                100.0 * self.identical as f64 / self.answers_compared as f64,
+                self.answers_compared,
+                self.cells_compared
+            ));
+            if self.early > 0 {
+                parts.push(format!(
+                    "{} differ within their first {EARLY_WORDS} words",
+                    self.early
+                ));
+            }
+            if let Some(w) = self.divergence_word_p50 {
+                parts.push(format!("differing answers part at word {w} (median)"));
+            }
+        } else {
+            parts.push("no answers compared with the baseline's".to_string());
+        }
+        if self.mismatched_cells > 0 {
+            parts.push(format!(
+                "{} cells output_mismatch (not ranked)",
+                self.mismatched_cells
+            ));
+        }
+        if self.degenerate_cells > 0 {
+            parts.push(format!(
+                "{} cells degenerate_output (not ranked)",
+                self.degenerate_cells
+            ));
+        }
+        format!("`{}`: {}", self.server_id, parts.join("; "))
+    }
+}
+
+/// Per server, its agreement with the baseline summed over its cells and
+/// its cells judged wrong; no rows without a baseline.
+pub fn answer_rows(
+    servers: &[String],
+    baseline: Option<&str>,
+    cells: &[&CellResult],
+    judged: &std::collections::HashMap<(String, String), (Agreement, Option<Failure>)>,
+) -> Vec<AnswerRow> {
+    let Some(b) = baseline else {
+        return Vec::new();
+    };
+    servers
+        .iter()
+        .map(|s| {
+            let mine: Vec<&(Agreement, Option<Failure>)> = judged
+                .iter()
+                .filter(|(k, _)| &k.0 == s)
+                .map(|(_, v)| v)
+                .collect();
+            let mut words: Vec<usize> = mine
+                .iter()
+                .flat_map(|(a, _)| a.divergence_words.iter().copied())
+                .collect();
+            words.sort_unstable();
+            AnswerRow {
+                server_id: s.clone(),
+                baseline: s == b,
+                cells_compared: mine.len(),
+                answers_compared: mine.iter().map(|(a, _)| a.compared).sum(),
+                identical: mine.iter().map(|(a, _)| a.identical).sum(),
+                early: mine.iter().map(|(a, _)| a.early).sum(),
+                divergence_word_p50: words.get(words.len() / 2).copied(),
+                mismatched_cells: mine.iter().filter(|(_, f)| f.is_some()).count(),
+                degenerate_cells: cells
+                    .iter()
+                    .filter(|c| {
+                        &c.server_id == s
+                            && c.failure.as_ref().map(|f| f.class)
+                                == Some(FailureClass::DegenerateOutput)
+                    })
+                    .count(),
+            }
+        })
+        .collect()
+}
+
 /// Compare `cell`'s answers with `base`'s, request by request.
 pub fn compare(cell: &CellResult, base: &CellResult) -> Option<Agreement> {
     let (s, b) = (cell.summary.as_ref()?, base.summary.as_ref()?);

@@ -20,7 +20,7 @@ h1{font-size:24px;margin-bottom:4px}h2{font-size:19px;margin-top:34px;border-bot
 p.meta{color:#555;margin-top:0}
 table{border-collapse:collapse;font-size:12px;margin:8px 0;width:100%}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
-th{background:#f3f3f3}tr.bad td{background:#fff1f0}tr.warn td{background:#fffbe6}
+th{background:#f3f3f3}tr.bad td{background:#fff1f0}li.bad{color:#a8071a}tr.warn td{background:#fffbe6}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 pre{white-space:pre-wrap;font-size:11px;margin:4px 0 0;color:#444}
 .charts{display:flex;flex-wrap:wrap;gap:14px}
@@ -158,6 +158,22 @@ impl Exporter for HtmlExporter {
             s.push_str("</div>");
         }
 
+        if !r.answers.is_empty() {
+            let _ = write!(
+                s,
+                r#"<h2 id="answers">Answers</h2><p>{}</p><ul>"#,
+                esc(&super::table::answers_rule())
+            );
+            for a in &r.answers {
+                let class = if a.mismatched_cells + a.degenerate_cells > 0 {
+                    r#" class="bad""#
+                } else {
+                    ""
+                };
+                let _ = write!(s, "<li{class}>{}</li>", esc(&a.text()));
+            }
+            s.push_str("</ul>");
+        }
         s.push_str(r#"<h2 id="problems">Failed, skipped and suspicious cells</h2>"#);
         if r.problems.is_empty() {
             s.push_str("<p>None: every cell completed.</p>");

@@ -2,7 +2,10 @@
 //! same tables as the terminal plus the speedups per prompt kind.
 
 use super::model::Report;
-use super::table::{kind_cells, point_cells, recommendation_lines, KIND_HEADER, POINT_HEADER};
+use super::table::{
+    answer_lines, answers_rule, kind_cells, point_cells, recommendation_lines, KIND_HEADER,
+    POINT_HEADER,
+};
 use super::Exporter;
 
 /// Renders the report as GitHub-flavoured Markdown.
@@ -48,6 +51,12 @@ impl Exporter for MarkdownExporter {
         out.push_str("## Recommendation\n\n");
         for l in recommendation_lines(r) {
             out.push_str(&format!("- {l}\n"));
+        }
+        if !r.answers.is_empty() {
+            out.push_str(&format!("\n## Answers\n\n{}\n\n", answers_rule()));
+            for l in answer_lines(r) {
+                out.push_str(&format!("- {l}\n"));
+            }
         }
         out.push_str("\n## Results per server and workload point\n\n");
         out.push_str(

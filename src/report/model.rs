@@ -331,6 +331,9 @@ pub struct Report {
     pub problems: Vec<Problem>,
     /// Agentic per-turn latency.
     pub turns: Vec<TurnRow>,
+    /// Per server, its answers against the baseline's.
+    #[serde(default)]
+    pub answers: Vec<super::agreement::AnswerRow>,
     /// Result files that could not be read.
     pub unreadable: Vec<(String, String)>,
     /// Charts, in page order.
@@ -551,6 +554,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
     // Answers that are not the baseline's make a cell suspicious here, as
     // degenerate ones do when judged: its numbers are not a config's speed.
     let agreements = super::agreement::judge_cells(&cells, baseline.as_deref());
+    let answers = super::agreement::answer_rows(&servers, baseline.as_deref(), &cells, &agreements);
     let mismatched: Vec<CellResult> = cells
         .iter()
         .filter_map(|c| {
@@ -615,7 +619,9 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
     let (searches, search_picks) = super::search::build(
         meta.map(|m| m.searches.as_slice()).unwrap_or_default(),
         &servers,
-        &set.cells,
+        // The judged cells: a probe whose answers are not the baseline's
+        // fails, as a degenerate one does.
+        &cells,
     );
     let stream_picks = stream_picks(&cells, &mut rng, opts.include_crashed);
     let problems = cells
@@ -676,6 +682,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         search_picks,
         problems,
         turns,
+        answers,
         unreadable: set.unreadable.clone(),
         charts,
         notes,

@@ -79,7 +79,7 @@ pub struct SearchPick {
 pub fn build(
     searches: &[Search],
     servers: &[String],
-    cells: &[CellResult],
+    cells: &[&CellResult],
 ) -> (Vec<SearchRow>, Vec<SearchPick>) {
     let mut rows = Vec::new();
     let mut picks = Vec::new();
@@ -92,6 +92,7 @@ pub fn build(
                 let w = search.probe(k);
                 cells
                     .iter()
+                    .copied()
                     .find(|c| &c.server_id == server && c.workload == w && c.status.is_measured())
             };
             let verdict = |c: &CellResult| {

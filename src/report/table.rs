@@ -149,6 +149,20 @@ pub fn recommendation_lines(r: &Report) -> Vec<String> {
     out
 }
 
+/// The rule by which answers are judged, in one sentence.
+pub fn answers_rule() -> String {
+    format!(
+        "Requests are greedy, so every server should give the baseline's answers to the same prompts: a cell mismatches when at least {:.0}% of its answers differ from the baseline's within their first {} words (late or rare differences are numeric drift, not an alarm); a cell is degenerate when a quarter of its answers loop over a few words or are mostly replacement characters.",
+        100.0 * super::agreement::MISMATCH_MIN_SHARE,
+        super::agreement::EARLY_WORDS
+    )
+}
+
+/// One line per server on its answers; none without a baseline.
+pub fn answer_lines(r: &Report) -> Vec<String> {
+    r.answers.iter().map(|a| a.text()).collect()
+}
+
 impl Exporter for TableExporter {
     fn file_name(&self) -> &'static str {
         "report.txt"
@@ -165,6 +179,12 @@ impl Exporter for TableExporter {
         out.push_str("\nRecommendation\n");
         for l in recommendation_lines(r) {
             out.push_str(&format!("  {l}\n"));
+        }
+        if !r.answers.is_empty() {
+            out.push_str("\nAnswers\n");
+            for l in answer_lines(r) {
+                out.push_str(&format!("  {l}\n"));
+            }
         }
         if !r.problems.is_empty() {
             out.push_str("\nFailed, skipped and suspicious cells\n");

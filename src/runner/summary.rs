@@ -178,6 +178,12 @@ pub fn render(c: &Campaign, cells: &[CellResult]) -> String {
     ];
     let mut out = table::render(&header, &rows);
     out.push_str("accept len: tokens per verification step (1 + accepted drafts per step); accept rate: share of drafted tokens accepted; '-' where the engine gave no counts\n");
+    if !report.answers.is_empty() {
+        out.push_str("answers against the baseline's:\n");
+        for l in crate::report::table::answer_lines(&report) {
+            out.push_str(&format!("  {l}\n"));
+        }
+    }
     if let Some(b) = &report.baseline {
         out.push_str(&format!("speedups are against server `{b}` at the same workload point and repetition, usable cells only (per-request decode speed p50 / output throughput)\n"));
     }
