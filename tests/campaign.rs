@@ -1164,7 +1164,7 @@ fn fast_servers_that_answer_wrong_are_caught_and_never_recommended() {
         for place in ["best", "runner_up"] {
             let id = pick[place]["server_id"].as_str().unwrap_or("");
             assert!(
-                !["lambda", "diverge"].contains(&id),
+                !["lambda", "diverge", "eagle-wrong"].contains(&id),
                 "{place} `{id}`: {pick}"
             );
         }
@@ -1175,11 +1175,11 @@ fn fast_servers_that_answer_wrong_are_caught_and_never_recommended() {
             .filter(|e| e["wrong_answers_in"][0] == "w-in64-out48-c1")
             .map(|e| e["server_id"].as_str().unwrap())
             .collect();
-        assert_eq!(left_out, ["diverge", "lambda"], "{pick}");
+        assert_eq!(left_out, ["diverge", "eagle-wrong", "lambda"], "{pick}");
     }
     let md = std::fs::read_to_string(root.join("report.md")).unwrap();
     assert!(
-        md.contains("not ranked: `diverge` (wrong answers in w-in64-out48-c1), `lambda` (wrong answers in w-in64-out48-c1)"),
+        md.contains("not ranked: `diverge` (wrong answers in w-in64-out48-c1), `eagle-wrong` (wrong answers in w-in64-out48-c1), `lambda` (wrong answers in w-in64-out48-c1)"),
         "{md}"
     );
     // One line per server on its answers, in the terminal and on each page.
@@ -1187,6 +1187,10 @@ fn fast_servers_that_answer_wrong_are_caught_and_never_recommended() {
         "`twin`: 100% of 4 answers identical to the baseline's over 1 cells",
         "`diverge`: 0% of 4 answers identical to the baseline's over 1 cells; 4 differ within their first 16 words; differing answers part at word 4 (median); 1 cells output_mismatch (not ranked)",
         "`lambda`: no answers compared with the baseline's; 1 cells degenerate_output (not ranked)",
+        // Speculative decoding that accepts wrong drafts: its first token
+        // of each step is verified, the drafts after it are not the
+        // baseline's words.
+        "`eagle-wrong`: 0% of 4 answers identical to the baseline's over 1 cells; 4 differ within their first 16 words; differing answers part at word 2 (median); 1 cells output_mismatch (not ranked)",
     ];
     let html = std::fs::read_to_string(root.join("report.html")).unwrap();
     for l in lines {

@@ -100,6 +100,11 @@ pub struct SimConfig {
     /// tokens, as a broken speculative-decoding kernel's does.
     #[arg(long)]
     pub diverge_after: Option<u64>,
+    /// Fault: with speculative decoding, every accepted draft token is a
+    /// wrong word, as a verification kernel that accepts what it should
+    /// reject gives: fast, with the right acceptance, and wrong.
+    #[arg(long)]
+    pub wrong_drafts: bool,
     /// Fault: /health answers 503 for this long after start, ms.
     #[arg(long, default_value_t = 0)]
     pub startup_delay_ms: u64,
@@ -697,10 +702,13 @@ impl Generation {
             return " lambda".repeat(k as usize);
         }
         let diverge = self.shared.cfg.diverge_after;
+        let wrong_drafts = self.shared.cfg.wrong_drafts;
         (first..first + k)
             .map(|i| {
-                // A diverging answer takes other words from token N on.
-                let shift = if diverge.is_some_and(|d| i >= d) {
+                // A diverging answer takes other words from token N on; a
+                // wrong draft is any token of a step after its first (the
+                // verified one).
+                let shift = if diverge.is_some_and(|d| i >= d) || (wrong_drafts && i > first) {
                     7
                 } else {
                     0
