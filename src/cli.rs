@@ -233,6 +233,13 @@ pub struct MemoryArgs {
     /// Concurrent requests to check against capacity.
     #[arg(long)]
     pub concurrency: Option<u32>,
+    /// The engine's release, where its memory rules changed (SGLang's hybrid state pool).
+    #[arg(long)]
+    pub engine_version: Option<String>,
+    /// More of the engine's own flags, as on its command line, e.g.
+    /// "--max-mamba-cache-size 8 --mamba-ssm-dtype bfloat16"; they override the options above.
+    #[arg(long, allow_hyphen_values = true)]
+    pub engine_args: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -752,6 +752,145 @@ fn plan_of_the_sglang_example_skips_what_cannot_fit_and_shows_kv_capacity() {
     );
 }
 
+/// The main campaign as shipped, its model files named by absolute path so
+/// the copy can live anywhere; `extra` is appended.
+fn main_campaign(dir: &Path, extra: &str) -> servebench::campaign::Campaign {
+    let models = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models");
+    let text = include_str!("../examples/sglang-hybrid-8gpu.toml")
+        .replace("\"models/", &format!("\"{models}/"))
+        + extra;
+    servebench::campaign::load_campaign(&write_campaign(dir, &text)).unwrap()
+}
+
+#[test]
+fn plan_counts_the_drafter_reads_engine_flags_and_gives_one_running_cap_per_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = main_campaign(
+        dir.path(),
+        "\n[[server]]\nid = \"ar-tp1-slots8\"\ntp = 1\nargs = [\"--max-mamba-cache-size\", \"8\"]\n",
+    );
+    let plan = servebench::plan::build(&c, &Default::default(), &Default::default(), "servebench");
+    let memory = |id: &str| {
+        plan.groups
+            .iter()
+            .find(|g| g.server.id == id)
+            .and_then(|g| g.memory.clone())
+            .unwrap_or_else(|| panic!("no memory for {id}"))
+    };
+    // The DFlash drafter's weights are counted, so its KV room is smaller.
+    let (ar, dflash) = (memory("ar-tp1"), memory("dflash-tp1-b16"));
+    assert!(
+        dflash.line().contains("+ drafter 3.2 GiB"),
+        "{}",
+        dflash.line()
+    );
+    assert!(dflash.kv_capacity_tokens < ar.kv_capacity_tokens);
+    // A flag of SGLang's own in args sizes the state pool.
+    let fixed = memory("ar-tp1-slots8");
+    assert_eq!(fixed.state_slots, Some(8), "{}", fixed.line());
+    assert_ne!(ar.state_slots, Some(8));
+    // Every cell above a server's running cap says that same cap, no other.
+    let mut capped = 0;
+    for g in &plan.groups {
+        let Some(m) = &g.memory else { continue };
+        if !m.errors.is_empty() {
+            continue;
+        }
+        let cap = m.max_running_requests;
+        for cell in &g.cells {
+            let concurrency = match cell.workload.load {
+                servebench::load::schedule::LoadShape::Concurrency { value } => value as u64,
+                _ => continue,
+            };
+            let says = cell
+                .warnings
+                .iter()
+                .any(|w| w.contains(&format!("exceed the {cap} the server will run at once")));
+            assert_eq!(
+                says,
+                concurrency > cap,
+                "{} {}: cap {cap}, {:?}",
+                g.server.id,
+                cell.name,
+                cell.warnings
+            );
+            assert!(
+                !cell
+                    .warnings
+                    .iter()
+                    .any(|w| w.contains("state slots: requests will queue")),
+                "{:?}",
+                cell.warnings
+            );
+            capped += usize::from(says);
+        }
+    }
+    assert!(capped > 0);
+    let (code, stdout, _) = run(&["plan", c.file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("the server will cap it at") && stdout.contains("--max-running-requests"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn plan_without_a_readable_model_config_says_memory_was_not_estimated() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = include_str!("../examples/sglang-hybrid-8gpu.toml").replace(
+        "config = \"models/Qwen3.6-27B\"",
+        "config = \"no-such-model\"",
+    );
+    let p = write_campaign(dir.path(), &text);
+    let (code, stdout, err) = run(&["plan", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.contains("memory: memory not estimated: the model config cannot be read"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("weights 0.0 GiB"), "{stdout}");
+    assert!(!stdout.contains("max running 0"), "{stdout}");
+}
+
+#[test]
+fn init_writes_the_model_files_its_campaign_reads_so_plan_estimates_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    for (engine, file, shows) in [
+        ("sglang", "sg.toml", "+ drafter 3.2 GiB"),
+        ("vllm", "v.toml", "KV capacity"),
+    ] {
+        let out = dir.path().join(file);
+        let (code, _, err) = run(&[
+            "init",
+            "--engine",
+            engine,
+            "--output",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let (code, stdout, err) = run(&["plan", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        assert!(stdout.contains(shows), "{engine}: {stdout}");
+        assert!(
+            !stdout.contains("memory not estimated"),
+            "{engine}: {stdout}"
+        );
+    }
+    // A second init beside the first leaves the user's model files alone.
+    let config = dir.path().join("models/Qwen3.6-27B/config.json");
+    std::fs::write(&config, "{}").unwrap();
+    let again = dir.path().join("sg2.toml");
+    let (code, _, err) = run(&[
+        "init",
+        "--engine",
+        "sglang",
+        "--output",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), "{}");
+}
+
 /// The sglang example with one more matrix: an algorithm servebench has no
 /// rules for, passed through by name with its own budget flag.
 fn ddtree_campaign_with_a_pass_through(dir: &Path) -> PathBuf {

@@ -14,6 +14,36 @@ pub fn example_campaign(engine: cli::InitEngine) -> &'static str {
     }
 }
 
+/// The model files an example campaign's memory model reads, as (path
+/// relative to the campaign, content): written beside it so `plan` works.
+pub fn example_models(engine: cli::InitEngine) -> &'static [(&'static str, &'static str)] {
+    match engine {
+        cli::InitEngine::Sglang => &[
+            (
+                "models/Qwen3.6-27B/config.json",
+                include_str!("../../examples/models/Qwen3.6-27B/config.json"),
+            ),
+            (
+                "models/Qwen3.6-27B-DFlash/config.json",
+                include_str!("../../examples/models/Qwen3.6-27B-DFlash/config.json"),
+            ),
+        ],
+        cli::InitEngine::Vllm => &[
+            (
+                "models/Llama-3.1-8B-Instruct/config.json",
+                include_str!("../../examples/models/Llama-3.1-8B-Instruct/config.json"),
+            ),
+            (
+                "models/Llama-3.1-8B-Instruct/model.safetensors.index.json",
+                include_str!(
+                    "../../examples/models/Llama-3.1-8B-Instruct/model.safetensors.index.json"
+                ),
+            ),
+        ],
+        cli::InitEngine::Sim | cli::InitEngine::Llamacpp => &[],
+    }
+}
+
 /// `servebench init`: write an example campaign.
 pub fn run(a: cli::InitArgs) -> anyhow::Result<ExitCode> {
     if a.output.exists() {
@@ -25,6 +55,19 @@ pub fn run(a: cli::InitArgs) -> anyhow::Result<ExitCode> {
     let text = example_campaign(a.engine)
         .replace("results_dir = \"../results\"", "results_dir = \"results\"");
     util::fsx::write_atomic(&a.output, text.as_bytes())?;
+    let dir = a.output.parent().unwrap_or(std::path::Path::new(""));
+    for (rel, content) in example_models(a.engine) {
+        let path = dir.join(rel);
+        // A model file already there is the user's: left as it is.
+        if path.exists() {
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        util::fsx::write_atomic(&path, content.as_bytes())?;
+        eprintln!("wrote {}", path.display());
+    }
     eprintln!(
         "wrote {}; next: servebench plan {}",
         a.output.display(),

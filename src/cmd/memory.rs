@@ -31,6 +31,13 @@ pub fn run(a: cli::MemoryArgs) -> anyhow::Result<ExitCode> {
     inputs.gpus_available = a.gpus;
     inputs.request_tokens = a.request_tokens;
     inputs.concurrency = a.concurrency;
+    inputs.engine_version = a.engine_version;
+    if let Some(args) = &a.engine_args {
+        let args: Vec<String> = args.split_whitespace().map(str::to_string).collect();
+        inputs
+            .apply_engine_args(&args)
+            .map_err(|e| anyhow::anyhow!("--engine-args: {e}"))?;
+    }
     let est = memory::estimate(&model, &inputs);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&est)?);

@@ -194,6 +194,14 @@ pub struct Speculative {
     /// Draft model path (draft-model, eagle heads, dflash drafter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft_model: Option<String>,
+    /// The drafter's `config.json` (or its directory) for the memory model,
+    /// when `draft_model` is a hub id rather than a local directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_config: Option<String>,
+    /// The drafter's weights in all, e.g. `3.2GiB`, for the memory model
+    /// when no config is at hand; split over the TP ranks as the engine does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_size: Option<String>,
     /// Drafting steps per verification (SGLang `--speculative-num-steps`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_steps: Option<u32>,

@@ -5,13 +5,10 @@
 //! The size arithmetic these rules apply lives in `sizes`; [`super::estimate`]
 //! runs the rules of the engine it is given.
 
-use super::sizes::activation_bytes_per_token;
+use super::mamba;
+use super::sizes::{activation_bytes_per_token, Sizes};
 use super::{EngineRule, Level, MemoryInputs, ModelInfo, GIB, MIB};
 
-/// SGLang splits the post-weights budget between state and KV as ratio : 1 (`--mamba-full-memory-ratio`).
-const SGLANG_MAMBA_FULL_MEMORY_RATIO: f64 = 0.9;
-/// SGLang keeps this many state slots per running request when the radix cache is on.
-const SGLANG_MAMBA_SLOTS_PER_REQUEST: u64 = 3;
 /// SGLang sizes the sliding-window pool at this fraction of the full pool (`--swa-full-tokens-ratio`).
 const SGLANG_SWA_FULL_TOKENS_RATIO: f64 = 0.8;
 /// Sequences vLLM runs in its profiling pass; their logits are part of the activation peak.
@@ -25,10 +22,14 @@ pub const VLLM_DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
 pub(super) struct StatePool {
     /// State slots (None when the model has no recurrent layers or no memory is left).
     pub slots: Option<u64>,
+    /// State slots one running request takes.
+    pub slots_per_request: u64,
     /// Bytes the pool takes from the budget (0 when state shares the KV pool).
     pub bytes: f64,
-    /// Of `bytes`, what speculative verification keeps.
-    pub spec_bytes: f64,
+    /// Of `bytes`, the intermediate SSM states speculative verification keeps.
+    pub intermediate_ssm_bytes: f64,
+    /// Of `bytes`, the intermediate convolution windows speculative verification keeps.
+    pub intermediate_conv_bytes: f64,
 }
 
 /// How one engine sizes its memory at start-up.
@@ -49,14 +50,14 @@ pub(super) trait Rules {
     fn budget(&self, fraction: f64, total: f64, reserve: f64) -> f64;
     /// Bytes of one SSM state element when the model's config does not name a dtype.
     fn default_ssm_state_bytes(&self, act_bytes: u64) -> u64;
-    /// The state pool for `per_req` bytes of state per request out of `rest` bytes;
-    /// `draft_tokens` is set when speculative decoding is on.
+    /// The state pool out of `rest` bytes; `draft_tokens` is set when
+    /// speculative decoding is on.
     fn state_pool(
         &self,
         rest: f64,
-        per_req: f64,
+        sizes: &Sizes,
         draft_tokens: Option<u64>,
-        max_running_requests: Option<u32>,
+        inputs: &MemoryInputs,
         model: &ModelInfo,
         a: &mut Vec<String>,
     ) -> StatePool;
@@ -64,8 +65,6 @@ pub(super) trait Rules {
     fn token_cost(&self, kv_tok: u64, swa_tok: u64) -> f64;
     /// Tokens the sliding-window pool holds when the full pool holds `kv_capacity`.
     fn swa_capacity(&self, kv_capacity: u64) -> u64;
-    /// Running requests that `slots` recurrent-state slots allow.
-    fn running_per_state_slots(&self, slots: u64) -> u64;
     /// Running requests allowed when `--max-running-requests` is not given.
     fn default_max_running(&self, kv_capacity: u64, context: Option<u64>, gpu_bytes: u64) -> u64;
     /// Whether recurrent state is paid from the KV pool, so each request's fit counts it.
@@ -155,37 +154,61 @@ impl Rules for Sglang {
     fn state_pool(
         &self,
         rest: f64,
-        per_req: f64,
+        sizes: &Sizes,
         draft_tokens: Option<u64>,
-        max_running_requests: Option<u32>,
+        inputs: &MemoryInputs,
         model: &ModelInfo,
         a: &mut Vec<String>,
     ) -> StatePool {
-        let ratio = SGLANG_MAMBA_SLOTS_PER_REQUEST as f64;
-        let budget = rest * SGLANG_MAMBA_FULL_MEMORY_RATIO / (1.0 + SGLANG_MAMBA_FULL_MEMORY_RATIO);
-        let mut spec_bytes = 0.0;
-        let slots = match draft_tokens {
-            Some(draft_tokens) => {
-                let slots = (budget / (per_req * (1.0 + draft_tokens as f64 / ratio))).floor();
-                // Verification keeps one state per draft token of every running request.
-                let running = (slots / ratio)
-                    .floor()
-                    .min(max_running_requests.map_or(f64::INFINITY, f64::from));
-                spec_bytes = per_req * running * draft_tokens as f64;
-                slots
-            }
-            None => (budget / per_req).floor(),
-        };
+        let (solve, release) = mamba::Solve::of(inputs.engine_version.as_deref());
+        let args = &inputs.mamba;
+        let p = mamba::pool(
+            solve,
+            &mamba::Inputs {
+                rest,
+                ssm_per_req: sizes.state_ssm as f64,
+                conv_per_req: (sizes.state - sizes.state_ssm) as f64,
+                draft_tokens,
+                max_running_requests: inputs.max_running_requests,
+                args,
+            },
+        );
+        let ratio = args
+            .full_memory_ratio
+            .unwrap_or(mamba::DEFAULT_FULL_MEMORY_RATIO);
         a.push(format!(
-            "SGLang hybrid pools: state gets {SGLANG_MAMBA_FULL_MEMORY_RATIO}/(1+{SGLANG_MAMBA_FULL_MEMORY_RATIO}) \
-             of the post-weights budget, {SGLANG_MAMBA_SLOTS_PER_REQUEST} state slots per running request \
-             (radix cache on), SSM state in {}",
-            if model.ssm_state_dtype.is_some() { "the config's mamba_ssm_dtype" } else { "float32" }
+            "{release} hybrid pools, as {}: state gets {ratio}/(1+{ratio}) of what weights leave{}, \
+             {} state slots per running request{}, SSM state in {}",
+            solve.releases(),
+            if args.max_cache_size.is_some() {
+                " (slots fixed by --max-mamba-cache-size)"
+            } else {
+                ""
+            },
+            p.slots_per_request,
+            if args.disable_radix_cache {
+                " (radix cache off)"
+            } else {
+                ""
+            },
+            match (args.ssm_dtype, model.ssm_state_dtype) {
+                (Some(_), _) => "--mamba-ssm-dtype",
+                (None, Some(_)) => "the config's mamba_ssm_dtype",
+                (None, None) => "float32",
+            }
         ));
+        if draft_tokens.is_some() && inputs.max_running_requests.is_none() {
+            a.push(format!(
+                "SGLang runs at most {} requests under speculative decoding when --max-running-requests is not given",
+                mamba::SPECULATIVE_DEFAULT_RUNNING
+            ));
+        }
         StatePool {
-            slots: Some(slots as u64),
-            bytes: slots * per_req + spec_bytes,
-            spec_bytes,
+            slots: Some(p.slots.max(0) as u64),
+            slots_per_request: p.slots_per_request,
+            bytes: p.bytes(),
+            intermediate_ssm_bytes: p.intermediate_ssm_bytes,
+            intermediate_conv_bytes: p.intermediate_conv_bytes,
         }
     }
 
@@ -196,10 +219,6 @@ impl Rules for Sglang {
 
     fn swa_capacity(&self, kv_capacity: u64) -> u64 {
         (kv_capacity as f64 * SGLANG_SWA_FULL_TOKENS_RATIO) as u64
-    }
-
-    fn running_per_state_slots(&self, slots: u64) -> u64 {
-        slots / SGLANG_MAMBA_SLOTS_PER_REQUEST
     }
 
     fn default_max_running(&self, kv_capacity: u64, context: Option<u64>, _gpu: u64) -> u64 {
@@ -286,9 +305,9 @@ impl Rules for Vllm {
     fn state_pool(
         &self,
         rest: f64,
-        per_req: f64,
+        sizes: &Sizes,
         _draft_tokens: Option<u64>,
-        _max_running_requests: Option<u32>,
+        _inputs: &MemoryInputs,
         _model: &ModelInfo,
         a: &mut Vec<String>,
     ) -> StatePool {
@@ -296,7 +315,8 @@ impl Rules for Vllm {
             "vLLM hybrid: recurrent state shares the KV pool, one state per running request".into(),
         );
         StatePool {
-            slots: Some((rest / per_req).floor() as u64),
+            slots: Some((rest / sizes.state as f64).floor() as u64),
+            slots_per_request: 1,
             ..StatePool::default()
         }
     }
@@ -308,10 +328,6 @@ impl Rules for Vllm {
 
     fn swa_capacity(&self, kv_capacity: u64) -> u64 {
         kv_capacity
-    }
-
-    fn running_per_state_slots(&self, slots: u64) -> u64 {
-        slots
     }
 
     fn default_max_running(&self, _kv: u64, _context: Option<u64>, gpu_bytes: u64) -> u64 {

@@ -80,7 +80,8 @@ impl Dtype {
         }
     }
 
-    fn parse(s: &str) -> Option<Dtype> {
+    /// The dtype a config or a flag names (`float32`, `bf16`, `torch.float16`).
+    pub fn parse(s: &str) -> Option<Dtype> {
         match s.trim_start_matches("torch.") {
             "float32" | "fp32" | "float" => Some(Dtype::F32),
             "float16" | "fp16" | "half" => Some(Dtype::F16),
@@ -256,6 +257,10 @@ pub struct ModelInfo {
     pub checkpoint_bytes: Option<u64>,
     /// Where the weight size comes from.
     pub weight_source: WeightSource,
+    /// A drafter fed the target's hidden states (DFlash): it has no
+    /// embedding or LM head of its own, and one projection takes this many
+    /// target layers' hidden states into its width.
+    pub target_hidden_inputs: Option<u32>,
 }
 
 /// Reads a model from a directory holding `config.json`, or from the config path itself.
@@ -479,6 +484,26 @@ pub fn parse_model_info(
     };
     let ssm_state_dtype = cfg.str("mamba_ssm_dtype").and_then(Dtype::parse);
     let moe = parse_moe(&cfg)?;
+    let dflash = top
+        .get("architectures")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some("DFlashDraftModel")));
+    let target_hidden_inputs = if dflash {
+        let ids = cfg
+            .get("dflash_config")
+            .and_then(|d| d.get("target_layer_ids"))
+            .or_else(|| cfg.get("target_layer_ids"))
+            .and_then(Value::as_array)
+            .ok_or_else(|| {
+                cfg.missing(
+                    "dflash_config.target_layer_ids",
+                    "the target layers whose hidden states the DFlash drafter reads",
+                )
+            })?;
+        Some(ids.len() as u32)
+    } else {
+        None
+    };
     let mtp_layers = cfg
         .opt_u32("num_nextn_predict_layers")?
         .or(cfg.opt_u32("mtp_num_hidden_layers")?)
@@ -509,6 +534,7 @@ pub fn parse_model_info(
         } else {
             WeightSource::Architecture
         },
+        target_hidden_inputs,
     })
 }
 

@@ -22,6 +22,7 @@
 mod engine_rules;
 pub mod gpus;
 mod hf_config;
+pub mod mamba;
 mod sizes;
 #[cfg(test)]
 mod tests;
@@ -74,6 +75,26 @@ pub enum KvCacheDtype {
     Fp8,
 }
 
+/// SGLang's options that size the recurrent-state pool of hybrid models,
+/// read from a server's command line (see [`mamba`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MambaArgs {
+    /// `--mamba-full-memory-ratio`: state : KV split of what weights leave.
+    pub full_memory_ratio: Option<f64>,
+    /// `--max-mamba-cache-size`: state slots, instead of solving for them.
+    pub max_cache_size: Option<u64>,
+    /// `--mamba-ssm-dtype`: the SSM state element type, over the config's.
+    pub ssm_dtype: Option<Dtype>,
+    /// `--disable-radix-cache`: one state slot per running request.
+    pub disable_radix_cache: bool,
+    /// `--mamba-radix-cache-strategy` (`auto` when absent).
+    pub radix_cache_strategy: Option<String>,
+    /// `--disable-overlap-schedule`.
+    pub disable_overlap_schedule: bool,
+    /// `--page-size`.
+    pub page_size: Option<u32>,
+}
+
 /// One server configuration as the memory model sees it.
 #[derive(Clone, Debug)]
 pub struct MemoryInputs {
@@ -93,6 +114,10 @@ pub struct MemoryInputs {
     pub kv_cache_dtype: KvCacheDtype,
     /// Draft model for speculative decoding, if any.
     pub draft: Option<ModelInfo>,
+    /// The drafter's weights in all, when given as a size instead of a config.
+    pub draft_weights_bytes: Option<u64>,
+    /// MTP drafting: the target's multi-token-prediction layers are loaded.
+    pub mtp: bool,
     /// Tokens verified per speculative step (`--speculative-num-draft-tokens`).
     pub speculative_num_draft_tokens: Option<u32>,
     /// Memory outside weights and caches charged by the engine rule (see [`estimate`]); overrides the default.
@@ -105,6 +130,10 @@ pub struct MemoryInputs {
     pub request_tokens: Option<u64>,
     /// Concurrent requests of the workload to check.
     pub concurrency: Option<u32>,
+    /// The engine's release (`[engine] version`), where its rules changed between releases.
+    pub engine_version: Option<String>,
+    /// SGLang's hybrid-model options.
+    pub mamba: MambaArgs,
 }
 
 impl MemoryInputs {
@@ -119,13 +148,106 @@ impl MemoryInputs {
             context_length: None,
             kv_cache_dtype: KvCacheDtype::Auto,
             draft: None,
+            draft_weights_bytes: None,
+            mtp: false,
             speculative_num_draft_tokens: None,
             reserve_bytes: None,
             max_batched_tokens: None,
             gpus_available: None,
             request_tokens: None,
             concurrency: None,
+            engine_version: None,
+            mamba: MambaArgs::default(),
         }
+    }
+
+    /// Take the settings the memory model reads from an engine command line
+    /// (`--flag value` or `--flag=value`; the last one wins, as argparse
+    /// does). A value that does not parse is an error naming the flag.
+    pub fn apply_engine_args(&mut self, args: &[String]) -> Result<(), String> {
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            i += 1;
+            if !a.starts_with("--") {
+                continue;
+            }
+            let (flag, inline) = match a.split_once('=') {
+                Some((f, v)) => (f, Some(v.to_string())),
+                None => (a.as_str(), None),
+            };
+            let mut value = || -> Result<String, String> {
+                if let Some(v) = &inline {
+                    return Ok(v.clone());
+                }
+                match args.get(i) {
+                    Some(v) if !v.starts_with("--") => {
+                        i += 1;
+                        Ok(v.clone())
+                    }
+                    _ => Err(format!("`{flag}` needs a value")),
+                }
+            };
+            fn num<T: std::str::FromStr>(flag: &str, v: String) -> Result<T, String> {
+                v.parse()
+                    .map_err(|_| format!("`{flag} {v}`: not a number the memory model can use"))
+            }
+            let sglang = self.engine == EngineRule::Sglang;
+            match flag {
+                "--mem-fraction-static" if sglang => self.mem_fraction = Some(num(flag, value()?)?),
+                "--gpu-memory-utilization" if !sglang => {
+                    self.mem_fraction = Some(num(flag, value()?)?)
+                }
+                "--max-running-requests" if sglang => {
+                    self.max_running_requests = Some(num(flag, value()?)?)
+                }
+                "--max-num-seqs" if !sglang => {
+                    self.max_running_requests = Some(num(flag, value()?)?)
+                }
+                "--context-length" if sglang => self.context_length = Some(num(flag, value()?)?),
+                "--max-model-len" if !sglang => self.context_length = Some(num(flag, value()?)?),
+                "--max-num-batched-tokens" if !sglang => {
+                    self.max_batched_tokens = Some(num(flag, value()?)?)
+                }
+                "--speculative-num-draft-tokens" if sglang => {
+                    self.speculative_num_draft_tokens = Some(num(flag, value()?)?)
+                }
+                "--kv-cache-dtype" => {
+                    let v = value()?;
+                    self.kv_cache_dtype = if v.starts_with("fp8") {
+                        KvCacheDtype::Fp8
+                    } else {
+                        KvCacheDtype::Auto
+                    };
+                }
+                "--mamba-full-memory-ratio" if sglang => {
+                    let r: f64 = num(flag, value()?)?;
+                    if !(r.is_finite() && r > 0.0) {
+                        return Err(format!("`{flag} {r}`: the ratio must be above 0"));
+                    }
+                    self.mamba.full_memory_ratio = Some(r);
+                }
+                "--max-mamba-cache-size" if sglang => {
+                    self.mamba.max_cache_size = Some(num(flag, value()?)?)
+                }
+                "--mamba-ssm-dtype" if sglang => {
+                    let v = value()?;
+                    self.mamba.ssm_dtype = Some(Dtype::parse(&v).ok_or_else(|| {
+                        format!("`{flag} {v}`: expected float32, bfloat16 or float16")
+                    })?);
+                }
+                "--mamba-radix-cache-strategy" if sglang => {
+                    self.mamba.radix_cache_strategy = Some(value()?)
+                }
+                "--page-size" if sglang => self.mamba.page_size = Some(num(flag, value()?)?),
+                "--disable-radix-cache" if sglang => self.mamba.disable_radix_cache = true,
+                "--disable-overlap-schedule" if sglang => {
+                    self.mamba.disable_overlap_schedule = true
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }
 
@@ -179,6 +301,12 @@ pub struct Estimate {
     pub state_pool_bytes_per_gpu: u64,
     /// Of the state pool, bytes kept for speculative verification.
     pub spec_state_bytes_per_gpu: u64,
+    /// Of those, the intermediate SSM states (one per draft token of each running request).
+    pub intermediate_ssm_bytes_per_gpu: u64,
+    /// Of those, the intermediate convolution windows.
+    pub intermediate_conv_bytes_per_gpu: u64,
+    /// State slots one running request takes (None without recurrent layers).
+    pub state_slots_per_request: Option<u64>,
     /// Tokens the KV pool holds.
     pub kv_capacity_tokens: u64,
     /// Recurrent-state slots (None for models without recurrent layers).
@@ -243,11 +371,39 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 /// (CUDA context, communication buffers), since SGLang applies its fraction
 /// to what is free at that point.
 pub fn estimate(model: &ModelInfo, inputs: &MemoryInputs) -> Estimate {
+    let (mut e, budget, state_limit) = figures(model, inputs);
+    e.verdicts = verdicts::findings(
+        &with_ssm_dtype(model, inputs),
+        inputs,
+        engine_rules::rules(inputs.engine),
+        &e,
+        budget,
+        state_limit,
+    );
+    e
+}
+
+/// `model` with the SSM state type `--mamba-ssm-dtype` sets, where it does.
+fn with_ssm_dtype(model: &ModelInfo, inputs: &MemoryInputs) -> ModelInfo {
+    let mut m = model.clone();
+    if let (EngineRule::Sglang, Some(d)) = (inputs.engine, inputs.mamba.ssm_dtype) {
+        m.ssm_state_dtype = Some(d);
+    }
+    m
+}
+
+/// The figures of [`estimate`] without verdicts, with the unclamped budget
+/// and the running requests the state slots allow.
+fn figures(model: &ModelInfo, inputs: &MemoryInputs) -> (Estimate, f64, Option<u64>) {
+    let model = &with_ssm_dtype(model, inputs);
     let rules = engine_rules::rules(inputs.engine);
     let mut assumptions = Vec::new();
     let tp = inputs.tp.max(1);
     let total = inputs.gpu_memory_bytes as f64;
-    let speculative = inputs.draft.is_some() || inputs.speculative_num_draft_tokens.is_some();
+    let speculative = inputs.draft.is_some()
+        || inputs.draft_weights_bytes.is_some()
+        || inputs.mtp
+        || inputs.speculative_num_draft_tokens.is_some();
 
     let fraction = inputs.mem_fraction.unwrap_or_else(|| {
         rules.default_fraction(inputs.gpu_memory_bytes, tp, speculative, &mut assumptions)
@@ -278,9 +434,9 @@ pub fn estimate(model: &ModelInfo, inputs: &MemoryInputs) -> Estimate {
     let pool = if sizes.state > 0 && rest > 0.0 {
         let pool = rules.state_pool(
             rest,
-            sizes.state as f64,
+            &sizes,
             speculative.then_some(draft_tokens),
-            inputs.max_running_requests,
+            inputs,
             model,
             &mut assumptions,
         );
@@ -306,7 +462,7 @@ pub fn estimate(model: &ModelInfo, inputs: &MemoryInputs) -> Estimate {
     }
 
     let context = inputs.context_length.or(model.max_context);
-    let state_limit = pool.slots.map(|s| rules.running_per_state_slots(s));
+    let state_limit = pool.slots.map(|s| s / pool.slots_per_request.max(1));
     let requested_running = inputs.max_running_requests.map_or_else(
         || rules.default_max_running(kv_capacity, context, inputs.gpu_memory_bytes),
         u64::from,
@@ -331,7 +487,7 @@ pub fn estimate(model: &ModelInfo, inputs: &MemoryInputs) -> Estimate {
         .min(max_running)
     });
 
-    let mut e = Estimate {
+    let e = Estimate {
         engine: inputs.engine,
         tp,
         gpu_memory_bytes: inputs.gpu_memory_bytes,
@@ -345,7 +501,11 @@ pub fn estimate(model: &ModelInfo, inputs: &MemoryInputs) -> Estimate {
         state_bytes_per_request_per_gpu: sizes.state,
         kv_pool_bytes_per_gpu: kv_pool as u64,
         state_pool_bytes_per_gpu: pool.bytes as u64,
-        spec_state_bytes_per_gpu: pool.spec_bytes as u64,
+        spec_state_bytes_per_gpu: (pool.intermediate_ssm_bytes + pool.intermediate_conv_bytes)
+            as u64,
+        intermediate_ssm_bytes_per_gpu: pool.intermediate_ssm_bytes as u64,
+        intermediate_conv_bytes_per_gpu: pool.intermediate_conv_bytes as u64,
+        state_slots_per_request: pool.slots.map(|_| pool.slots_per_request),
         kv_capacity_tokens: kv_capacity,
         state_slots: pool.slots,
         max_running_requests: max_running,
@@ -354,8 +514,28 @@ pub fn estimate(model: &ModelInfo, inputs: &MemoryInputs) -> Estimate {
         verdicts: Vec::new(),
         assumptions,
     };
-    e.verdicts = verdicts::findings(model, inputs, rules, &e, budget, state_limit);
-    e
+    (e, budget, state_limit)
+}
+
+/// The largest `--max-running-requests` up to `asked` whose own state
+/// slots allow it, when the slots depend on it; `None` when none does.
+fn running_that_fits(model: &ModelInfo, inputs: &MemoryInputs, asked: u32) -> Option<u32> {
+    (1..=asked.min(4096)).rev().find(|&m| {
+        let mut i = inputs.clone();
+        i.max_running_requests = Some(m);
+        figures(model, &i).2.is_some_and(|l| l >= u64::from(m))
+    })
+}
+
+/// The most tokens per speculative step below the current count at which
+/// the state slots allow `asked` running requests.
+fn draft_tokens_that_fit(model: &ModelInfo, inputs: &MemoryInputs, asked: u32) -> Option<u32> {
+    let now = inputs.speculative_num_draft_tokens?;
+    (1..now).rev().find(|&d| {
+        let mut i = inputs.clone();
+        i.speculative_num_draft_tokens = Some(d);
+        figures(model, &i).2.is_some_and(|l| l >= u64::from(asked))
+    })
 }
 
 /// A size in GiB with two decimals, for the table.
@@ -398,15 +578,25 @@ pub fn render_table(e: &Estimate) -> String {
         rows.push(("state pool".into(), gib(e.state_pool_bytes_per_gpu)));
         if e.spec_state_bytes_per_gpu > 0 {
             rows.push((
-                "  of which speculative".into(),
-                gib(e.spec_state_bytes_per_gpu),
+                "  intermediate SSM states".into(),
+                gib(e.intermediate_ssm_bytes_per_gpu),
+            ));
+            rows.push((
+                "  intermediate conv windows".into(),
+                gib(e.intermediate_conv_bytes_per_gpu),
             ));
         }
         rows.push((
             "state per request".into(),
             format!("{:.1} MiB", e.state_bytes_per_request_per_gpu as f64 / MIB),
         ));
-        rows.push(("state slots".into(), slots.to_string()));
+        rows.push((
+            "state slots".into(),
+            match e.state_slots_per_request {
+                Some(r) if r > 1 => format!("{slots} ({r} per running request)"),
+                _ => slots.to_string(),
+            },
+        ));
     }
     rows.push((
         "KV capacity".into(),

@@ -4,7 +4,7 @@
 
 use super::{
     engine_rules, Attention, Dtype, EngineRule, KvCacheDtype, MemoryInputs, ModelInfo,
-    Quantization, RecurrentLayer, WeightSource,
+    Quantization, RecurrentLayer, WeightSource, GIB,
 };
 
 /// Parameter counts on one rank, split by how each class is stored.
@@ -140,10 +140,17 @@ fn model_params(m: &ModelInfo, tp: u32, mtp: bool) -> Params {
     let t = u64::from(tp.max(1));
     let mut p = Params::default();
     let vh = m.vocab_size * m.hidden_size;
-    // Both engines shard the embedding and LM head along the vocabulary.
-    p.embed += div(vh, t);
-    if !m.tie_word_embeddings {
-        p.embed += div(vh, t);
+    match m.target_hidden_inputs {
+        // A DFlash drafter uses the target's embedding and LM head; its own
+        // projection fuses the target layers' hidden states.
+        Some(n) => p.linear += div(u64::from(n) * m.hidden_size * m.hidden_size, t),
+        None => {
+            // Both engines shard the embedding and LM head along the vocabulary.
+            p.embed += div(vh, t);
+            if !m.tie_word_embeddings {
+                p.embed += div(vh, t);
+            }
+        }
     }
     p.small += m.hidden_size as f64;
     let first_dense = m.moe.as_ref().map_or(0, |x| x.first_dense_layers);
@@ -233,6 +240,14 @@ pub fn weights_bytes_per_gpu(m: &ModelInfo, tp: u32) -> u64 {
     (per_gpu * scale).round() as u64
 }
 
+/// Weight bytes of `m`'s multi-token-prediction layers on one GPU.
+pub fn mtp_weights_bytes_per_gpu(m: &ModelInfo, tp: u32) -> u64 {
+    let act = act_bytes(m) as f64;
+    let with = params_bytes(m, model_params(m, tp, true), act);
+    let without = params_bytes(m, model_params(m, tp, false), act);
+    (with - without).max(0.0).round() as u64
+}
+
 /// Bytes of one KV cache element.
 fn kv_bytes(kv: KvCacheDtype, m: &ModelInfo) -> u64 {
     match kv {
@@ -271,7 +286,13 @@ pub fn kv_bytes_per_token_per_gpu(m: &ModelInfo, tp: u32, kv: KvCacheDtype) -> (
 
 /// Recurrent state (SSM + convolution) bytes per request on one rank.
 pub fn state_bytes_per_request_per_gpu(m: &ModelInfo, tp: u32, engine: EngineRule) -> u64 {
-    let Some(r) = &m.recurrent else { return 0 };
+    let (ssm, conv) = state_parts_per_request_per_gpu(m, tp, engine);
+    ssm + conv
+}
+
+/// (SSM, convolution) state bytes per request on one rank.
+pub fn state_parts_per_request_per_gpu(m: &ModelInfo, tp: u32, engine: EngineRule) -> (u64, u64) {
+    let Some(r) = &m.recurrent else { return (0, 0) };
     let conv_b = act_bytes(m);
     // The engines disagree on the SSM state dtype when the config leaves it open.
     let ssm_b = m.ssm_state_dtype.map_or(
@@ -291,7 +312,7 @@ pub fn state_bytes_per_request_per_gpu(m: &ModelInfo, tp: u32, engine: EngineRul
             let (dk, dv) = (u64::from(*k_head_dim), u64::from(*v_head_dim));
             let ssm = nv * dk * dv * ssm_b;
             let conv = (2 * nk * dk + nv * dv) * u64::from(conv_kernel.saturating_sub(1)) * conv_b;
-            ssm + conv
+            (ssm, conv)
         }
         RecurrentLayer::Mamba2 {
             num_heads,
@@ -305,10 +326,11 @@ pub fn state_bytes_per_request_per_gpu(m: &ModelInfo, tp: u32, engine: EngineRul
             let (hd, ds) = (u64::from(*head_dim), u64::from(*d_state));
             let ssm = nh * hd * ds * ssm_b;
             let conv = (nh * hd + 2 * ng * ds) * u64::from(conv_kernel.saturating_sub(1)) * conv_b;
-            ssm + conv
+            (ssm, conv)
         }
     };
-    per_layer * u64::from(m.layers.recurrent)
+    let layers = u64::from(m.layers.recurrent);
+    (per_layer.0 * layers, per_layer.1 * layers)
 }
 
 /// Activation bytes one token of a forward pass keeps live at its peak on one rank.
@@ -341,6 +363,8 @@ pub(super) struct Sizes {
     pub swa_tok: u64,
     /// Recurrent state per request.
     pub state: u64,
+    /// Of `state`, the SSM part (the rest is convolution windows).
+    pub state_ssm: u64,
 }
 
 impl Sizes {
@@ -348,10 +372,26 @@ impl Sizes {
     pub fn of(model: &ModelInfo, inputs: &MemoryInputs, assumptions: &mut Vec<String>) -> Sizes {
         let tp = inputs.tp.max(1);
         let weights = weights_bytes_per_gpu(model, tp);
-        let draft_weights = inputs
-            .draft
-            .as_ref()
-            .map_or(0, |d| weights_bytes_per_gpu(d, tp));
+        // The drafter is sharded over the target's TP ranks, as SGLang's
+        // draft worker and vLLM's proposer run it.
+        let mut draft_weights = match (&inputs.draft, inputs.draft_weights_bytes) {
+            (Some(d), _) => weights_bytes_per_gpu(d, tp),
+            (None, Some(total)) => {
+                assumptions.push(format!(
+                    "drafter weights given as {:.2} GiB, split over {tp} GPU(s)",
+                    total as f64 / GIB
+                ));
+                total / u64::from(tp)
+            }
+            (None, None) => 0,
+        };
+        if inputs.mtp && model.mtp_layers > 0 {
+            draft_weights += mtp_weights_bytes_per_gpu(model, tp);
+            assumptions.push(format!(
+                "MTP drafting loads the checkpoint's {} multi-token-prediction layer(s)",
+                model.mtp_layers
+            ));
+        }
         assumptions.push(format!(
             "weights from {}; embeddings and LM head split over TP ranks, norms, routers and MLA \
              down-projections replicated, KV projections replicated when TP exceeds the KV heads",
@@ -360,7 +400,7 @@ impl Sizes {
                 WeightSource::Architecture => "the parameter count of the architecture",
             }
         ));
-        if model.mtp_layers > 0 {
+        if model.mtp_layers > 0 && !inputs.mtp {
             assumptions.push(format!(
                 "{} multi-token-prediction layer(s) in the checkpoint are not loaded without speculative decoding",
                 model.mtp_layers
@@ -379,12 +419,14 @@ impl Sizes {
             kv_tok += f;
             swa_tok += s;
         }
+        let (state_ssm, state_conv) = state_parts_per_request_per_gpu(model, tp, inputs.engine);
         Sizes {
             weights,
             draft_weights,
             kv_tok,
             swa_tok,
-            state: state_bytes_per_request_per_gpu(model, tp, inputs.engine),
+            state: state_ssm + state_conv,
+            state_ssm,
         }
     }
 }

@@ -384,8 +384,8 @@ fn hybrid_state_slots_and_speculative_intermediate_state() {
     i.max_running_requests = Some(8);
     let spec8 = estimate(&m, &i);
     assert!(spec8.state_slots.unwrap_or(0) < slots);
-    // 8 requests x 4 draft tokens x 19_316_736 B.
-    assert_eq!(spec8.spec_state_bytes_per_gpu, 8 * 4 * 19_316_736);
+    // SGLang 0.5.23: (8 requests + 1 padding) x 4 draft tokens x 19_316_736 B.
+    assert_eq!(spec8.spec_state_bytes_per_gpu, 9 * 4 * 19_316_736);
     i.max_running_requests = Some(32);
     let spec32 = estimate(&m, &i);
     assert!(spec32.spec_state_bytes_per_gpu > spec8.spec_state_bytes_per_gpu);
@@ -530,4 +530,252 @@ fn accuracy_vllm_v1_llama8b_h100() {
     let kv = e.kv_pool_bytes_per_gpu as f64 / GIB_U as f64;
     assert!(within(kv, 54.62, 0.10), "{kv}");
     println!("vllm-v1-h100: KV {kv:.2} GiB vs 54.62 GiB");
+}
+
+/// The Qwen3.6-27B-shaped config shipped with the examples (48 GDN layers).
+fn qwen36_27b() -> ModelInfo {
+    let dir = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/models/Qwen3.6-27B"
+    ));
+    load_model_info(dir).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One TP1 server of the main campaign on a 96 GiB GPU: DDTree with budget
+/// 16 (17 verified tokens), on one-token pages without overlap scheduling.
+fn ddtree_b16(version: &str, fraction: f64, running: u32) -> MemoryInputs {
+    let mut i = MemoryInputs::new(EngineRule::Sglang, 1, 96 * GIB_U);
+    i.mem_fraction = Some(fraction);
+    i.max_running_requests = Some(running);
+    i.speculative_num_draft_tokens = Some(17);
+    i.engine_version = Some(version.to_string());
+    let args: Vec<String> = ["--disable-overlap-schedule", "--page-size", "1"]
+        .map(String::from)
+        .to_vec();
+    i.apply_engine_args(&args).unwrap();
+    i
+}
+
+#[test]
+fn sglang_0_5_12_gives_fewer_state_slots_to_more_running_requests_under_verification() {
+    let m = qwen36_27b();
+    // 48 GDN layers x (48 x 128 x 128 float32 SSM + 10240 x 3 bf16 conv).
+    assert_eq!(
+        state_bytes_per_request_per_gpu(&m, 1, EngineRule::Sglang),
+        48 * (48 * 128 * 128 * 4 + 10_240 * 3 * 2)
+    );
+    let at4 = estimate(&m, &ddtree_b16("0.5.12", 0.685, 4));
+    let at8 = estimate(&m, &ddtree_b16("0.5.12", 0.685, 8));
+    // Verification state for every running request comes first: four more
+    // requests take 4 x 17 states, 0.9/1.9 of which were slots.
+    assert_eq!(at4.state_slots, Some(23), "{at4:#?}");
+    assert_eq!(at8.state_slots, Some(0), "{at8:#?}");
+    assert!(at4.runnable(), "{:?}", at4.verdicts);
+    let refusal = at8
+        .verdicts
+        .iter()
+        .find(|v| v.level == Level::Error && v.reason.contains("recurrent-state slots"))
+        .unwrap_or_else(|| panic!("{:?}", at8.verdicts));
+    assert!(
+        refusal.reason.contains("SGLang refuses to start")
+            && refusal.reason.contains("--max-running-requests 5 fits")
+            && refusal
+                .reason
+                .contains("8 draft tokens per step fit 8 running requests"),
+        "{}",
+        refusal.reason
+    );
+    assert!(render_table(&at4).contains("  intermediate SSM states"));
+    // Without speculation the slots do not depend on running requests.
+    for version in ["0.5.12", "0.5.23"] {
+        let plain = |running| {
+            let mut i = ddtree_b16(version, 0.685, running);
+            i.speculative_num_draft_tokens = None;
+            estimate(&m, &i).state_slots
+        };
+        assert_eq!(plain(4), plain(8), "{version}");
+        assert!(plain(4).unwrap_or(0) > 23, "{version}");
+    }
+}
+
+#[test]
+fn the_current_release_solves_slots_and_verification_state_together() {
+    let m = qwen36_27b();
+    let at4 = estimate(&m, &ddtree_b16("0.5.23", 0.685, 4));
+    let at8 = estimate(&m, &ddtree_b16("0.5.23", 0.685, 8));
+    // K = (B - p(1 + D)) / (p (1 + D/3)): independent of running requests;
+    // the server then runs at most K / 3.
+    assert_eq!(at4.state_slots, at8.state_slots);
+    let k = at4.state_slots.unwrap_or(0);
+    assert!(k > 0, "{at4:#?}");
+    assert_eq!(at4.state_slots_per_request, Some(3));
+    assert_eq!(at8.max_running_requests, (k / 3).min(8));
+    // Verification keeps (min(running, K/3) + 1) x 17 intermediate states,
+    // split into SSM states and convolution windows as the state is.
+    let p = 48 * (48 * 128 * 128 * 4 + 10_240 * 3 * 2);
+    let n = (4u64.min(k / 3) + 1) * 17;
+    assert_eq!(
+        at4.intermediate_ssm_bytes_per_gpu + at4.intermediate_conv_bytes_per_gpu,
+        n * p
+    );
+    assert_eq!(
+        at4.intermediate_ssm_bytes_per_gpu,
+        n * 48 * 48 * 128 * 128 * 4
+    );
+    // With the overlap scheduler on, `auto` keeps the extra buffer: 5 slots each.
+    let mut overlap = ddtree_b16("0.5.23", 0.685, 4);
+    overlap.mamba.disable_overlap_schedule = false;
+    overlap.mamba.page_size = None;
+    assert_eq!(estimate(&m, &overlap).state_slots_per_request, Some(5));
+    // No version stated: the current release.
+    let mut none = ddtree_b16("0.5.23", 0.685, 4);
+    none.engine_version = None;
+    assert_eq!(estimate(&m, &none).state_slots, at4.state_slots);
+}
+
+#[test]
+fn the_engines_own_flags_change_the_estimate_as_generated_ones_do() {
+    let m = qwen36_27b();
+    let base = ddtree_b16("0.5.23", 0.685, 4);
+    let mut fixed = base.clone();
+    let args: Vec<String> = ["--max-mamba-cache-size", "8"].map(String::from).to_vec();
+    fixed.apply_engine_args(&args).unwrap();
+    let e = estimate(&m, &fixed);
+    assert_eq!(e.state_slots, Some(8));
+    assert_eq!(e.max_running_requests, 2, "8 slots / 3 per request");
+    // Eight slots and one padding slot, and verification state for
+    // min(4, 8 / 3) + 1 requests, out of the same memory.
+    let p = 48 * (48 * 128 * 128 * 4 + 10_240 * 3 * 2);
+    assert_eq!(e.state_pool_bytes_per_gpu, (9 + 3 * 17) * p);
+    let b = estimate(&m, &base);
+    assert_ne!(b.state_slots, Some(8));
+    assert!(
+        (e.state_pool_bytes_per_gpu + e.kv_pool_bytes_per_gpu)
+            .abs_diff(b.state_pool_bytes_per_gpu + b.kv_pool_bytes_per_gpu)
+            < 4
+    );
+    // `--flag=value`, the last one winning, and a bfloat16 SSM state halving it.
+    let mut more = base.clone();
+    let args: Vec<String> = [
+        "--mem-fraction-static=0.5",
+        "--mem-fraction-static",
+        "0.7",
+        "--mamba-ssm-dtype",
+        "bfloat16",
+        "--mamba-full-memory-ratio",
+        "0.5",
+    ]
+    .map(String::from)
+    .to_vec();
+    more.apply_engine_args(&args).unwrap();
+    assert_eq!(more.mem_fraction, Some(0.7));
+    let e = estimate(&m, &more);
+    assert_eq!(
+        e.state_bytes_per_request_per_gpu,
+        48 * (48 * 128 * 128 * 2 + 10_240 * 3 * 2)
+    );
+    // Values that mean nothing are refused by flag.
+    for bad in [
+        vec!["--max-mamba-cache-size", "lots"],
+        vec!["--mamba-ssm-dtype", "int4"],
+        vec!["--mamba-full-memory-ratio", "0"],
+        vec!["--max-running-requests"],
+    ] {
+        let args: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+        let err = base.clone().apply_engine_args(&args).unwrap_err();
+        assert!(err.contains(bad[0]), "{err}");
+    }
+}
+
+#[test]
+fn sglang_releases_map_to_the_state_solve_they_shipped() {
+    use mamba::Solve;
+    for (v, want) in [
+        ("0.5.5", Solve::SlotWithDrafts),
+        ("0.4.10", Solve::SlotWithDrafts),
+        ("0.5.7", Solve::ReserveFirst),
+        ("v0.5.12.post1", Solve::ReserveFirst),
+        ("0.5.13", Solve::Joint),
+        ("0.5.16", Solve::Joint),
+        ("0.5.17", Solve::JointPadded),
+        ("0.5.23", Solve::JointPadded),
+        ("main", Solve::JointPadded),
+    ] {
+        assert_eq!(Solve::of(Some(v)).0, want, "{v}");
+    }
+    assert!(Solve::of(Some("main")).1.contains("not a release number"));
+}
+
+#[test]
+fn a_dflash_drafter_adds_its_weights_and_kv_and_leaves_less_kv_room() {
+    let m = qwen36_27b();
+    let d = load_model_info(Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/models/Qwen3.6-27B-DFlash"
+    )))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(d.target_hidden_inputs, Some(5));
+    let mut i = MemoryInputs::new(EngineRule::Sglang, 1, 96 * GIB_U);
+    i.mem_fraction = Some(0.85);
+    let ar = estimate(&m, &i);
+    i.draft = Some(d.clone());
+    i.speculative_num_draft_tokens = Some(16);
+    let dflash = estimate(&m, &i);
+    // No embedding or LM head of its own: 5 layers and the fusing projection.
+    let layer: u64 = 5120 * 4096 + 2 * 5120 * 1024 + 4096 * 5120 + 3 * 5120 * 17408;
+    let norms = 5 * 2 * 5120 + 5120;
+    let params = 5 * layer + 5 * 5120 * 5120;
+    assert!(
+        within(
+            dflash.draft_weights_bytes_per_gpu as f64,
+            (2 * params) as f64,
+            0.01
+        ),
+        "{} vs {} (+{norms} norms)",
+        dflash.draft_weights_bytes_per_gpu,
+        2 * params
+    );
+    assert_eq!(dflash.weights_bytes_per_gpu, ar.weights_bytes_per_gpu);
+    assert!(dflash.kv_capacity_tokens < ar.kv_capacity_tokens);
+    // TP2 splits it.
+    i.tp = 2;
+    let tp2 = estimate(&m, &i);
+    assert!(within(
+        tp2.draft_weights_bytes_per_gpu as f64,
+        dflash.draft_weights_bytes_per_gpu as f64 / 2.0,
+        0.01
+    ));
+    // A size instead of a config, split the same way.
+    i.draft = None;
+    i.draft_weights_bytes = Some(4 * GIB_U);
+    assert_eq!(estimate(&m, &i).draft_weights_bytes_per_gpu, 2 * GIB_U);
+}
+
+#[test]
+fn a_tp_refusal_lists_the_sizes_that_split_every_head_count() {
+    let m = qwen36_27b();
+    let mut i = MemoryInputs::new(EngineRule::Sglang, 8, 96 * GIB_U);
+    i.gpus_available = Some(7);
+    let e = estimate(&m, &i);
+    let r = e
+        .verdicts
+        .iter()
+        .find(|v| v.reason.starts_with("TP8 needs 8 GPUs"))
+        .unwrap_or_else(|| panic!("{:?}", e.verdicts));
+    assert!(
+        r.reason.contains("use TP 1, 2 or 4 (the sizes up to 7 that split 24 attention heads, 4 KV heads, 16 key and 48 value linear-attention heads)"),
+        "{}",
+        r.reason
+    );
+    i.tp = 3;
+    i.gpus_available = None;
+    let e = estimate(&m, &i);
+    assert!(
+        e.verdicts
+            .iter()
+            .any(|v| v.level == Level::Error
+                && v.reason.contains("TP3 can neither split nor replicate")),
+        "{:?}",
+        e.verdicts
+    );
 }

@@ -27,17 +27,32 @@ pub(super) fn findings(
     let context = e.context_length;
     let max_concurrent = e.max_concurrent_requests;
     let all_weights = (e.weights_bytes_per_gpu + e.draft_weights_bytes_per_gpu) as f64;
+    // The TP sizes that split every head count of the model, up to the GPUs at hand.
+    let fitting = |max: u32| -> String {
+        let v: Vec<String> = (1..=max.max(1))
+            .filter(|&t| splits(model, t))
+            .map(|t| t.to_string())
+            .collect();
+        match v.len() {
+            0 => "none".to_string(),
+            1 => format!("TP{}", v[0]),
+            n => format!("TP {} or {}", v[..n - 1].join(", "), v[n - 1]),
+        }
+    };
+    let heads = head_counts(model);
     if let Some(g) = inputs.gpus_available {
         if tp > g {
             verdicts.push(err(format!(
-                "TP{tp} needs {tp} GPUs but only {g} are available: lower --tp to {g} or free GPUs"
+                "TP{tp} needs {tp} GPUs but only {g} are available: use {} (the sizes up to {g} that split {heads}) or free GPUs",
+                fitting(g)
             )));
         }
     }
     if model.num_attention_heads % tp != 0 {
         verdicts.push(err(format!(
-            "the model has {} attention heads, which TP{tp} cannot split evenly: use a TP size that divides {}",
-            model.num_attention_heads, model.num_attention_heads
+            "the model has {} attention heads, which TP{tp} cannot split evenly: use {} (the sizes that split {heads})",
+            model.num_attention_heads,
+            fitting(inputs.gpus_available.unwrap_or(tp).max(tp))
         )));
     }
     if let Attention::Gqa { num_kv_heads, .. } = &model.attention {
@@ -91,11 +106,6 @@ pub(super) fn findings(
             "no memory is left for the KV cache after {:.1} GiB of weights per GPU: raise TP or the memory fraction",
             all_weights / GIB
         )));
-    } else if state_limit == Some(0) {
-        verdicts.push(err(
-            "no recurrent-state slot fits: lower --max-running-requests, raise the memory fraction or TP"
-                .into(),
-        ));
     }
     if let (Some(len), Some(ctx)) = (inputs.request_tokens, context) {
         if len + CONTEXT_MARGIN_TOKENS > ctx {
@@ -135,16 +145,97 @@ pub(super) fn findings(
             )));
         }
     }
-    if let (Some(limit), Some(asked)) = (state_limit, inputs.max_running_requests) {
-        if limit > 0 && limit < u64::from(asked) {
-            verdicts.push(warn(format!(
-                "state slots allow only {limit} running requests, below --max-running-requests {asked}: \
-                 the server will cap it at {limit}"
+    if let (Some(limit), Some(slots)) = (state_limit, e.state_slots) {
+        let speculative = inputs.speculative_num_draft_tokens.is_some() || inputs.draft.is_some();
+        let asked = inputs
+            .max_running_requests
+            .or((speculative && inputs.engine == super::EngineRule::Sglang)
+                .then_some(super::mamba::SPECULATIVE_DEFAULT_RUNNING));
+        let per = e.state_slots_per_request.unwrap_or(1);
+        let mut fixes = Vec::new();
+        if let Some(asked) = asked.filter(|&a| limit < u64::from(a)) {
+            if let Some(m) = super::running_that_fits(model, inputs, asked) {
+                fixes.push(format!("--max-running-requests {m} fits"));
+            }
+            if let Some(d) = super::draft_tokens_that_fit(model, inputs, asked) {
+                fixes.push(format!(
+                    "{d} draft tokens per step fit {asked} running requests"
+                ));
+            } else if limit == 0 {
+                if let Some(d) = super::draft_tokens_that_fit(model, inputs, 1) {
+                    fixes.push(format!("{d} draft tokens per step fit one running request"));
+                }
+            }
+            let fix = if fixes.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", fixes.join(", or "))
+            };
+            if limit == 0 {
+                verdicts.push(err(format!(
+                    "{slots} recurrent-state slots ({per} per running request) leave no room for one request: \
+                     SGLang refuses to start; lower --max-running-requests or the draft tokens, \
+                     or raise --mem-fraction-static{fix}"
+                )));
+            } else {
+                verdicts.push(warn(format!(
+                    "state slots allow only {limit} running requests ({slots} slots, {per} per request), \
+                     below --max-running-requests {asked}: the server will cap it at {limit}{fix}"
+                )));
+            }
+        } else if limit == 0 {
+            verdicts.push(err(format!(
+                "{slots} recurrent-state slots ({per} per running request) leave no room for one request: \
+                 SGLang refuses to start; raise --mem-fraction-static or lower the draft tokens"
             )));
         }
     }
     verdicts.sort_by_key(|v| v.level != Level::Error);
     verdicts
+}
+
+/// Whether TP `t` splits every head count of `model` evenly (KV heads may
+/// also be replicated when `t` is a multiple of them).
+fn splits(model: &ModelInfo, t: u32) -> bool {
+    let kv_ok = match &model.attention {
+        Attention::Gqa { num_kv_heads, .. } => {
+            let kv = *num_kv_heads;
+            (kv >= t && kv % t == 0) || (kv < t && t % kv == 0)
+        }
+        Attention::Mla { .. } => true,
+    };
+    let recurrent_ok = match &model.recurrent {
+        Some(RecurrentLayer::GatedDeltaNet {
+            num_k_heads,
+            num_v_heads,
+            ..
+        }) => num_k_heads % t == 0 && num_v_heads % t == 0,
+        Some(RecurrentLayer::Mamba2 { num_heads, .. }) => num_heads % t == 0,
+        None => true,
+    };
+    model.num_attention_heads % t == 0 && kv_ok && recurrent_ok
+}
+
+/// The model's head counts in words, for refusals.
+fn head_counts(model: &ModelInfo) -> String {
+    let mut parts = vec![format!("{} attention heads", model.num_attention_heads)];
+    if let Attention::Gqa { num_kv_heads, .. } = &model.attention {
+        parts.push(format!("{num_kv_heads} KV heads"));
+    }
+    match &model.recurrent {
+        Some(RecurrentLayer::GatedDeltaNet {
+            num_k_heads,
+            num_v_heads,
+            ..
+        }) => parts.push(format!(
+            "{num_k_heads} key and {num_v_heads} value linear-attention heads"
+        )),
+        Some(RecurrentLayer::Mamba2 { num_heads, .. }) => {
+            parts.push(format!("{num_heads} Mamba heads"))
+        }
+        None => {}
+    }
+    parts.join(", ")
 }
 
 /// An error finding.

@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 use crate::campaign::{Campaign, PromptSource, ServerConfig, WorkloadPoint};
-use crate::engine::EngineKind;
+use crate::engine::{EngineKind, SpecMethod, Speculative};
 use crate::load::schedule::LoadShape;
 use crate::memory::{self, EngineRule, Level, MemoryInputs, ModelInfo};
 
@@ -28,6 +28,9 @@ pub struct MemorySummary {
     pub state_slots: Option<u64>,
     /// Weights per GPU, GiB.
     pub weights_gib: f64,
+    /// The drafter's weights per GPU, GiB (0 without one, or when uncounted).
+    #[serde(default)]
+    pub draft_weights_gib: f64,
     /// Weights per GPU, bytes (what a decode step reads).
     #[serde(skip)]
     pub weights_bytes_per_gpu: u64,
@@ -43,12 +46,22 @@ pub struct MemorySummary {
 }
 
 impl MemorySummary {
+    /// Whether the memory model ran (it needs the model's config).
+    pub fn estimated(&self) -> bool {
+        self.weights_bytes_per_gpu > 0
+    }
+
     /// One line for the plan table.
     pub fn line(&self) -> String {
-        let mut s = format!(
-            "weights {:.1} GiB/GPU, KV capacity {} tokens",
-            self.weights_gib, self.kv_capacity_tokens
-        );
+        if !self.estimated() {
+            let why = self.warnings.join("; ");
+            return format!("memory not estimated: {why}");
+        }
+        let mut s = format!("weights {:.1} GiB/GPU", self.weights_gib);
+        if self.draft_weights_gib > 0.0 {
+            s.push_str(&format!(" + drafter {:.1} GiB", self.draft_weights_gib));
+        }
+        s.push_str(&format!(", KV capacity {} tokens", self.kv_capacity_tokens));
         if let Some(slots) = self.state_slots {
             s.push_str(&format!(", {slots} state slots"));
         }
@@ -88,11 +101,12 @@ pub fn memory(
                 kv_capacity_tokens: 0,
                 state_slots: None,
                 weights_gib: 0.0,
+                draft_weights_gib: 0.0,
                 weights_bytes_per_gpu: 0,
                 kv_bytes_per_token_per_gpu: 0,
                 max_running_requests: 0,
                 errors: Vec::new(),
-                warnings: vec![format!("memory model unavailable: {e}")],
+                warnings: vec![format!("the model config cannot be read: {e}")],
             })
         }
     };
@@ -103,14 +117,20 @@ pub fn memory(
     if !c.hardware.gpus.is_empty() {
         inputs.gpus_available = Some(c.hardware.gpus.len() as u32);
     }
+    inputs.engine_version = c.engine.version.clone();
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     if let Some(sp) = &s.speculative {
         inputs.speculative_num_draft_tokens = sp.verified_tokens_per_step();
-        if let Some(d) = &sp.draft_model {
-            inputs.draft = memory::load_model_info(std::path::Path::new(d)).ok();
+        drafter(sp, &mut inputs, &mut warnings);
+    }
+    // The engine's own flags in `args` count as the generated ones do: the
+    // whole command line is read, the last of a flag winning as in argparse.
+    if let Ok(argv) = crate::engine::command_line(&super::server_spec(c, s), "servebench") {
+        if let Err(e) = inputs.apply_engine_args(&argv) {
+            warnings.push(format!("memory model: {e}"));
         }
     }
     let est = memory::estimate(model, &inputs);
-    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     for v in &est.verdicts {
         match v.level {
             Level::Error => errors.push(v.reason.clone()),
@@ -121,12 +141,41 @@ pub fn memory(
         kv_capacity_tokens: est.kv_capacity_tokens,
         state_slots: est.state_slots,
         weights_gib: est.weights_bytes_per_gpu as f64 / (1u64 << 30) as f64,
+        draft_weights_gib: est.draft_weights_bytes_per_gpu as f64 / (1u64 << 30) as f64,
         weights_bytes_per_gpu: est.weights_bytes_per_gpu + est.draft_weights_bytes_per_gpu,
         kv_bytes_per_token_per_gpu: est.kv_bytes_per_token_per_gpu,
         max_running_requests: est.max_running_requests,
         errors,
         warnings,
     })
+}
+
+/// Count the drafter of `sp` in `inputs`: its config (`draft_config`, or
+/// `draft_model` when that is a local directory), its size (`draft_size`),
+/// or the target's own MTP layers; say so when a drafter goes uncounted.
+fn drafter(sp: &Speculative, inputs: &mut MemoryInputs, warnings: &mut Vec<String>) {
+    inputs.mtp = sp.method == Some(SpecMethod::Mtp);
+    let config = sp.draft_config.as_deref().or(sp
+        .draft_model
+        .as_deref()
+        .filter(|d| std::path::Path::new(d).exists()));
+    if let Some(size) = &sp.draft_size {
+        // Checked when the campaign was read.
+        inputs.draft_weights_bytes = memory::parse_bytes(size).ok();
+    } else if let Some(p) = config {
+        match memory::load_model_info(std::path::Path::new(p)) {
+            Ok(m) => inputs.draft = Some(m),
+            Err(e) => warnings.push(format!(
+                "the drafter's config {p} cannot be read ({e}): its weights and KV are not counted"
+            )),
+        }
+    } else if sp.draft_model.is_some() {
+        warnings.push(
+            "the drafter's weights and KV are not counted: give its config.json as \
+             speculative draft_config, or its size as draft_size"
+                .to_string(),
+        );
+    }
 }
 
 /// The estimates `plan` cannot make for `s`, each with what it does instead:
@@ -233,10 +282,16 @@ pub fn check(
                 m.kv_capacity_tokens
             ));
         }
-        if let Some(slots) = m.state_slots {
-            if concurrency > slots {
-                warnings.push(format!("{concurrency} concurrent requests exceed the {slots} recurrent-state slots: requests will queue"));
-            }
+        // The same cap the server line gives (state slots per running
+        // request included), so every cell above it says the same number.
+        if m.estimated() && concurrency > m.max_running_requests {
+            warnings.push(format!(
+                "{concurrency} concurrent requests exceed the {} the server will run at once{}: requests will queue",
+                m.max_running_requests,
+                m.state_slots
+                    .map(|s| format!(" ({s} recurrent-state slots)"))
+                    .unwrap_or_default()
+            ));
         }
     }
     (None, warnings)

@@ -296,12 +296,20 @@ fn expand_draft_model_env(
     at: usize,
     s: &mut ServerConfig,
 ) -> Result<(), CampaignError> {
-    if let Some(d) = s
-        .speculative
-        .as_mut()
-        .and_then(|sp| sp.draft_model.as_mut())
-    {
+    let Some(sp) = s.speculative.as_mut() else {
+        return Ok(());
+    };
+    if let Some(d) = sp.draft_model.as_mut() {
         *d = expand_env(src, at, d)?;
+    }
+    if let Some(d) = sp.draft_config.as_mut() {
+        *d = super::relative(&super::base_dir(src), &expand_env(src, at, d)?)
+            .display()
+            .to_string();
+    }
+    if let Some(size) = &sp.draft_size {
+        crate::memory::parse_bytes(size)
+            .map_err(|e| src.error_at(at, format!("speculative draft_size: {e}")))?;
     }
     Ok(())
 }
