@@ -1193,6 +1193,112 @@ fn the_event_log_follows_the_quickstart_crash_in_order_and_covers_every_cell() {
 }
 
 #[test]
+fn a_concurrency_that_never_happened_is_marked_under_loaded_and_never_recommended() {
+    let dir = tempfile::tempdir().unwrap();
+    // Eight requests cannot keep 32 users busy; a server that runs at most
+    // 4 at once cannot serve 8 users, however many requests are sent.
+    let text = r#"
+[campaign]
+name = "reach"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
+[[server]]
+id = "base"
+args = ["--decode-step-ms", "3"]
+[[server]]
+id = "capped"
+max_running_requests = 4
+args = ["--decode-step-ms", "1"]
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 16
+concurrency = [1, 8, 32]
+num_requests = 8
+slo = ["ttft=5s,tpot=1s"]
+[run]
+baseline = "base"
+"#;
+    let p = write_campaign(dir.path(), text);
+    let (code, plan, err) = run(&["plan", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let warned: Vec<&str> = plan
+        .lines()
+        .filter(|l| l.contains("num_requests 8 cannot keep 32 requests in flight"))
+        .collect();
+    assert_eq!(warned.len(), 2, "one c32 cell per server:\n{plan}");
+    assert!(warned.iter().all(|l| l.contains("-c32")), "{plan}");
+    assert!(!plan.contains("cannot keep 8 requests"), "{plan}");
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("results/reach/report.json")).unwrap(),
+    )
+    .unwrap();
+    let row = |server: &str, c: u64| {
+        report["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["server_id"] == server && r["concurrency"] == c)
+            .unwrap_or_else(|| panic!("no {server} c{c}"))
+            .clone()
+    };
+    for server in ["base", "capped"] {
+        let r = row(server, 32);
+        let why = r["under_loaded"].as_str().unwrap_or_else(|| panic!("{r}"));
+        assert!(
+            why.starts_with("asked concurrency 32, reached ")
+                && why.contains(" and 8 at most: only 8 requests were measured"),
+            "{why}"
+        );
+        assert!(r["in_flight"].as_f64().unwrap() <= 8.0, "{r}");
+        assert_eq!(row(server, 1)["under_loaded"], serde_json::Value::Null);
+    }
+    assert_eq!(row("base", 8)["under_loaded"], serde_json::Value::Null);
+    let capped = row("capped", 8);
+    assert!(
+        capped["under_loaded"]
+            .as_str()
+            .is_some_and(|w| w.contains("the server runs at most 4 requests at once")),
+        "{capped}"
+    );
+    // Nothing is recommended at a load that did not happen, and every
+    // pick names the concurrency it reached.
+    let picks = report["slo_picks"].as_array().unwrap();
+    assert!(!picks.is_empty());
+    for pick in picks {
+        for place in ["best", "runner_up"] {
+            let r = &pick[place];
+            if r.is_null() {
+                continue;
+            }
+            let (server, load) = (
+                r["server_id"].as_str().unwrap(),
+                r["load"].as_str().unwrap(),
+            );
+            assert_ne!(load, "c32", "{pick}");
+            assert!(!(server == "capped" && load == "c8"), "{pick}");
+            assert!(r["in_flight"].as_f64().is_some(), "{pick}");
+        }
+    }
+    let text = std::fs::read_to_string(dir.path().join("results/reach/report.md")).unwrap();
+    assert!(text.contains(" in flight)"), "{text}");
+    assert!(out.contains("ok (under-loaded: "), "{out}");
+    assert!(
+        report["notes"]
+            .to_string()
+            .contains("cells under-loaded, not drawn or ranked"),
+        "{}",
+        report["notes"]
+    );
+}
+
+#[test]
 fn fast_servers_that_answer_wrong_are_caught_and_never_recommended() {
     let dir = tempfile::tempdir().unwrap();
     // The degenerate and the diverging servers are the fastest: without

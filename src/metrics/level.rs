@@ -74,12 +74,106 @@ pub struct LevelSummary {
     /// How the prompts were built and counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::load::workloads::SourceInfo>,
+    /// Requests in flight during the measured part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<InFlight>,
     /// Reasons the completed requests' numbers are not believable (see
     /// `metrics::judge`); empty when they are.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suspicious: Vec<String>,
     /// Every measured request's raw record.
     pub requests: Vec<RequestRecord>,
+}
+
+/// Requests in flight from the client's side during the measured window:
+/// each request counts from its send to the last byte of its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct InFlight {
+    /// Time-weighted mean over the window from the first send to the last answer.
+    pub mean: f64,
+    /// Most at once.
+    pub max: u64,
+}
+
+impl InFlight {
+    /// In-flight figures of `records`; `None` without any.
+    pub fn of(records: &[RequestRecord]) -> Option<InFlight> {
+        let spans: Vec<(f64, f64)> = records
+            .iter()
+            .map(|r| (r.sent_ms, r.sent_ms + r.e2e_ms.unwrap_or(0.0).max(0.0)))
+            .collect();
+        let start = spans.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
+        let end = spans.iter().map(|s| s.1).fold(f64::NEG_INFINITY, f64::max);
+        if !start.is_finite() {
+            return None;
+        }
+        // Ends sort before starts at the same instant: a closed loop's next
+        // request leaves as the last one ends, which is not one more at once.
+        let mut events: Vec<(f64, i64)> =
+            spans.iter().flat_map(|&(a, b)| [(a, 1), (b, -1)]).collect();
+        events.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+        let (mut now, mut max) = (0i64, 0i64);
+        for (_, d) in events {
+            now += d;
+            max = max.max(now);
+        }
+        let busy: f64 = spans.iter().map(|s| s.1 - s.0).sum();
+        let window = end - start;
+        Some(InFlight {
+            mean: if window > 0.0 {
+                busy / window
+            } else {
+                max as f64
+            },
+            max: max.max(0) as u64,
+        })
+    }
+}
+
+/// Why a concurrency level did not run at the concurrency it asked for, or
+/// `None` when it did. A level is **under-loaded** when the requests in
+/// flight never reached the asked concurrency (too few requests, or a
+/// client that could not keep them going), or when the server's own limit
+/// on running requests (`server_limit`: max running requests, slots, state
+/// slots) is below it: its numbers describe a lower load than its name.
+pub fn under_load(
+    load: &LoadShape,
+    in_flight: Option<&InFlight>,
+    measured: usize,
+    server_limit: Option<u64>,
+) -> Option<String> {
+    let LoadShape::Concurrency { value } = load else {
+        return None;
+    };
+    let asked = u64::from(*value);
+    let f = in_flight?;
+    if asked <= 1 {
+        return None;
+    }
+    let reached = |max: u64, mean: f64| {
+        format!(
+            "asked concurrency {asked}, reached {mean:.1} in flight on average and {max} at most"
+        )
+    };
+    if (measured as u64) < asked {
+        return Some(format!(
+            "{}: only {measured} requests were measured, fewer than the concurrency",
+            reached(f.max, f.mean)
+        ));
+    }
+    if f.max < asked {
+        return Some(format!(
+            "{}: the client did not keep {asked} requests going",
+            reached(f.max, f.mean)
+        ));
+    }
+    match server_limit {
+        Some(limit) if limit < asked => Some(format!(
+            "{}: the server runs at most {limit} requests at once, the rest queue",
+            reached(limit.min(f.max), f.mean.min(limit as f64))
+        )),
+        _ => None,
+    }
 }
 
 /// Most answer text a level keeps, in bytes: the first answers in send
@@ -193,6 +287,7 @@ pub fn summarize(
             warnings,
         },
         source: None,
+        in_flight: InFlight::of(&records),
         suspicious: Vec::new(),
         requests: records,
     }
@@ -203,6 +298,40 @@ mod tests {
     use super::*;
     use crate::client::record::Outcome;
     use crate::failure::{Failure, FailureClass};
+
+    #[test]
+    fn in_flight_counts_a_closed_loops_successor_as_no_extra_request() {
+        let rec = |sent: f64, e2e: f64| {
+            let mut r = RequestRecord::new(sent, sent);
+            r.e2e_ms = Some(e2e);
+            r
+        };
+        // Two users, each sending its next request as the last one ends.
+        let recs = [
+            rec(0.0, 10.0),
+            rec(0.0, 10.0),
+            rec(10.0, 10.0),
+            rec(10.0, 10.0),
+        ];
+        let f = InFlight::of(&recs).unwrap();
+        assert_eq!((f.max, f.mean), (2, 2.0));
+        let c = |value| LoadShape::Concurrency { value };
+        assert_eq!(under_load(&c(2), Some(&f), 4, None), None);
+        assert_eq!(under_load(&c(2), Some(&f), 4, Some(8)), None);
+        let why = under_load(&c(4), Some(&f), 4, None).unwrap();
+        assert_eq!(
+            why,
+            "asked concurrency 4, reached 2.0 in flight on average and 2 at most: the client did not keep 4 requests going"
+        );
+        assert!(under_load(&c(8), Some(&f), 4, None)
+            .unwrap()
+            .ends_with("only 4 requests were measured, fewer than the concurrency"));
+        assert!(under_load(&c(2), Some(&f), 4, Some(1))
+            .unwrap()
+            .contains("reached 1.0 in flight on average and 1 at most: the server runs at most 1 requests at once"));
+        // One user is never under-loaded; a rate is judged elsewhere.
+        assert_eq!(under_load(&c(1), Some(&f), 4, Some(0)), None);
+    }
 
     #[test]
     fn every_answer_keeps_its_digest_and_the_first_keep_their_text_up_to_the_cap() {

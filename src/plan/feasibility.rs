@@ -216,6 +216,17 @@ pub fn check(
             return (Some(e.clone()), warnings);
         }
     }
+    // Fewer measured requests than users can never put the level at its
+    // concurrency: the cell would be under-loaded, so say it now.
+    if let (LoadShape::Concurrency { value }, Some(n)) = (&w.load, w.num_requests) {
+        let asked = u64::from(*value);
+        if asked > 1 && n < asked {
+            warnings.push(format!(
+                "num_requests {n} cannot keep {asked} requests in flight: the level would be under-loaded and not ranked; num_requests = {} or more would reach it (a few times that measures it steadily)",
+                asked
+            ));
+        }
+    }
     if w.source == PromptSource::Synthetic && w.input_len < MIN_SYNTHETIC_TOKENS {
         return (
             Some(format!(

@@ -163,6 +163,13 @@ pub struct CellRow {
     /// and repetition; unknown for the baseline and where none compare.
     #[serde(default)]
     pub output_identical: Option<f64>,
+    /// Time-weighted mean of the requests in flight over the measured part.
+    #[serde(default)]
+    pub in_flight: Option<f64>,
+    /// Why the cell's load did not happen as named (see
+    /// `metrics::level::under_load`): shown, never drawn or recommended.
+    #[serde(default)]
+    pub under_loaded: Option<String>,
 }
 
 /// One (server, workload point), aggregated over its repetitions.
@@ -216,6 +223,13 @@ pub struct PointRow {
     pub speedup_decode: Option<Spread>,
     /// Output-throughput ratio over the baseline.
     pub speedup_output: Option<Spread>,
+    /// Mean requests in flight over the measured part.
+    #[serde(default)]
+    pub in_flight: Option<Spread>,
+    /// Why the point's load did not happen as named, from its first
+    /// under-loaded repetition.
+    #[serde(default)]
+    pub under_loaded: Option<String>,
 }
 
 /// Decode speed of one prompt kind on one server, and its speedup.
@@ -614,8 +628,34 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
     let points = point_rows(&cells, &rows);
     let mut rng = SplitMix::new(opts.seed);
     let kinds = kind_rows(&cells, baseline.as_deref());
-    let gpu_points = gpu_points(&points);
-    let slo_picks = slo_picks(&cells, &mut rng, opts.include_crashed);
+    // A level that did not run at its concurrency is shown in the tables,
+    // but never drawn or ranked as that level.
+    let rankable: Vec<&CellResult> = cells
+        .iter()
+        .copied()
+        .filter(|c| !c.status.is_usable() || under_loaded(c).is_none())
+        .collect();
+    for s in &servers {
+        let under: Vec<String> = rows
+            .iter()
+            .filter(|r| &r.server_id == s && r.usable)
+            .filter_map(|r| Some(format!("{} ({})", r.cell_name, r.under_loaded.as_deref()?)))
+            .collect();
+        if !under.is_empty() {
+            notes.push(format!(
+                "server `{s}`: {} cells under-loaded, not drawn or ranked at their concurrency: {}",
+                under.len(),
+                under.join("; ")
+            ));
+        }
+    }
+    let drawn: Vec<PointRow> = points
+        .iter()
+        .filter(|p| p.under_loaded.is_none())
+        .cloned()
+        .collect();
+    let gpu_points = gpu_points(&drawn);
+    let slo_picks = slo_picks(&rankable, &mut rng, opts.include_crashed);
     let (searches, search_picks) = super::search::build(
         meta.map(|m| m.searches.as_slice()).unwrap_or_default(),
         &servers,
@@ -647,7 +687,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
     let mut charts = charts(
         &servers,
         &color,
-        &points,
+        &drawn,
         &kinds,
         &gpu_points,
         &turns,
@@ -757,6 +797,8 @@ fn cell_row(
         usable: ok,
         identity: c.identity.clone(),
         output_identical: None,
+        in_flight: s.and_then(|s| s.in_flight).map(|f| f.mean),
+        under_loaded: s.and(under_loaded(c)),
     }
 }
 
@@ -833,9 +875,29 @@ fn point_rows(cells: &[&CellResult], rows: &[CellRow]) -> Vec<PointRow> {
                 acceptance_length: spread(|r| r.acceptance_length),
                 speedup_decode: spread(|r| r.speedup_decode),
                 speedup_output: spread(|r| r.speedup_output),
+                in_flight: spread(|r| r.in_flight),
+                under_loaded: idx.iter().find_map(|&i| rows[i].under_loaded.clone()),
             }
         })
         .collect()
+}
+
+/// Why a cell's load did not happen as named: too few requests, a client
+/// that fell behind, or a server limit on running requests (from its log)
+/// below the asked concurrency.
+pub(super) fn under_loaded(c: &CellResult) -> Option<String> {
+    let s = c.summary.as_ref()?;
+    let limit = c
+        .telemetry
+        .as_ref()
+        .and_then(|t| t.log.as_ref())
+        .and_then(|l| l.max_running_requests);
+    crate::metrics::level::under_load(
+        &c.workload.load,
+        s.in_flight.as_ref(),
+        s.completed + s.failed,
+        limit,
+    )
 }
 
 /// Per-request decode speeds of the usable cells, grouped by a key.

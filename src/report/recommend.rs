@@ -29,6 +29,9 @@ pub struct Ranked {
     pub low: f64,
     /// Upper end of its interval.
     pub high: f64,
+    /// Mean requests in flight the ranked cells reached, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<f64>,
 }
 
 /// The best config for one SLO in one workload family.
@@ -261,6 +264,10 @@ pub(super) fn slo_picks(
                     });
                     (l, h, false)
                 };
+                let reached: Vec<f64> = reps
+                    .iter()
+                    .filter_map(|r| Some(r.2.summary.as_ref()?.in_flight?.mean))
+                    .collect();
                 (
                     Ranked {
                         server_id: server.clone(),
@@ -268,6 +275,8 @@ pub(super) fn slo_picks(
                         value: sp.mean,
                         low,
                         high,
+                        in_flight: (!reached.is_empty())
+                            .then(|| reached.iter().sum::<f64>() / reached.len() as f64),
                     },
                     share,
                     by_reps,
@@ -354,6 +363,7 @@ pub(super) fn stream_picks(
                 value: median(v),
                 low,
                 high,
+                in_flight: None,
             },
             v.len(),
         ));

@@ -55,7 +55,11 @@ pub fn point_cells(p: &PointRow) -> Vec<String> {
     vec![
         p.server_id.clone(),
         p.point.clone(),
-        p.status.clone(),
+        match (&p.under_loaded, p.in_flight) {
+            (Some(_), Some(f)) => format!("{} (under-loaded: {:.1} in flight)", p.status, f.mean),
+            (Some(_), None) => format!("{} (under-loaded)", p.status),
+            _ => p.status.clone(),
+        },
         format!("{}/{}", p.requests_ok, p.requests_failed),
         spread(p.output_tok_s, 1),
         spread(p.output_tok_s_per_gpu, 1),
@@ -99,23 +103,36 @@ pub fn kind_cells(k: &KindRow) -> Vec<String> {
     ]
 }
 
+/// The concurrency a ranked load reached, when measured: a pick names what happened.
+fn reached(r: &super::recommend::Ranked) -> String {
+    r.in_flight
+        .map(|f| format!(" ({f:.1} in flight)"))
+        .unwrap_or_default()
+}
+
 /// The recommendation as sentences (shared with Markdown and HTML).
 pub fn recommendation_lines(r: &Report) -> Vec<String> {
     let mut out = search_lines(r);
     for p in &r.slo_picks {
         let runner = match &p.runner_up {
             Some(u) => format!(
-                "; runner-up {} at {}: {:.3} [{:.3}, {:.3}]",
-                u.server_id, u.load, u.value, u.low, u.high
+                "; runner-up {} at {}{}: {:.3} [{:.3}, {:.3}]",
+                u.server_id,
+                u.load,
+                reached(u),
+                u.value,
+                u.low,
+                u.high
             ),
             None => String::new(),
         };
         out.push(format!(
-            "SLO {} on {}: {} at {} — {:.3} good req/s per GPU [{:.3}, {:.3}], {:.0}% of requests within SLO{runner}; {} ({}, {} candidates)",
+            "SLO {} on {}: {} at {}{} — {:.3} good req/s per GPU [{:.3}, {:.3}], {:.0}% of requests within SLO{runner}; {} ({}, {} candidates)",
             p.slo,
             p.family,
             p.best.server_id,
             p.best.load,
+            reached(&p.best),
             p.best.value,
             p.best.low,
             p.best.high,

@@ -99,6 +99,10 @@ fn is_current_probe(c: &Campaign, digest: Option<&str>, r: &CellResult) -> bool 
 /// reason or class, never another status's word.
 fn status_label(r: &CellRow) -> String {
     match (r.status, &r.failure_class, &r.reason) {
+        (CellStatus::Ok, _, _) if r.under_loaded.is_some() => format!(
+            "ok (under-loaded: {:.1} in flight)",
+            r.in_flight.unwrap_or(0.0)
+        ),
         (CellStatus::Ok, _, _) => "ok".into(),
         (CellStatus::Skipped, _, Some(reason)) => format!("skipped: {}", short(reason, 60)),
         (st, Some(class), _) if class.as_str() != st.as_str() => {
