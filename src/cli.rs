@@ -72,14 +72,17 @@ pub enum LogEngineArg {
 pub struct ReportArgs {
     /// A campaign's results directory (the one holding `cells/`), e.g. results/quickstart.
     pub results_dir: PathBuf,
-    /// Formats to produce; `table` prints to the terminal, the others are files.
+    /// Formats to produce; `table` prints every point to the terminal, the others are files.
     #[arg(
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "table,md,csv,json,html"
+        default_value = "md,csv,json,html"
     )]
     pub format: Vec<crate::report::Format>,
+    /// Print every point as a table before the answer (as `--format table` does).
+    #[arg(long)]
+    pub table: bool,
     /// Where to write the files (default: RESULTS_DIR).
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -1296,6 +1296,78 @@ baseline = "base"
         "{}",
         report["notes"]
     );
+    // The answer after `run` and after `report` is report.json's pick.
+    let root = dir.path().join("results/reach");
+    let (code, again, err) = run(&["report", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for printed in [&out, &again] {
+        let answer = &printed[printed
+            .find("Answer\n")
+            .unwrap_or_else(|| panic!("{printed}"))..];
+        for pick in picks {
+            let best = &pick["best"];
+            let line = format!(
+                "w-in64-out16 under {}: deploy `{}` at {} ({:.1} in flight): {:.3} good req/s per GPU",
+                pick["slo"].as_str().unwrap(),
+                best["server_id"].as_str().unwrap(),
+                best["load"].as_str().unwrap(),
+                best["in_flight"].as_f64().unwrap(),
+                best["value"].as_f64().unwrap()
+            );
+            assert!(answer.contains(&line), "{line}\n{answer}");
+        }
+        assert!(
+            answer.contains(&format!("full report: {}/report.html", root.display())),
+            "{answer}"
+        );
+    }
+    // The long table only when asked for.
+    assert!(!again.contains("out tok/s/GPU"), "{again}");
+    let (_, table, _) = run(&["report", root.to_str().unwrap(), "--table"]);
+    assert!(
+        table.contains("out tok/s/GPU") && table.contains("Answer\n"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_large_campaign_ends_with_counts_and_the_answer_not_a_row_per_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let levels: Vec<String> = (1..=21).map(|c| c.to_string()).collect();
+    let text = format!(
+        r#"
+[campaign]
+name = "big"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
+[[server]]
+id = "a"
+[[server]]
+id = "b"
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 4
+concurrency = [{}]
+num_requests = 21
+[run]
+baseline = "a"
+"#,
+        levels.join(", ")
+    );
+    let p = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("42 cells: 42 ok\n"), "{out}");
+    assert!(!out.contains("w-in64-out4-c7 "), "no row per cell: {out}");
+    assert!(
+        out.contains("Answer\n  single stream, synthetic: deploy `"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -14,7 +14,7 @@ pub fn run(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     let r = report::build(&set, &opts);
-    if a.format.contains(&report::Format::Table) {
+    if a.table || a.format.contains(&report::Format::Table) {
         let bytes = report::Format::Table.exporter().render(&r);
         print!("{}", String::from_utf8_lossy(&bytes));
     }
@@ -28,6 +28,7 @@ pub fn run(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
     for p in report::write_files(&r, &files, &out)? {
         eprintln!("wrote {}", p.display());
     }
+    print!("{}", report::answer::render(&r, &out));
     Ok(ExitCode::SUCCESS)
 }
 

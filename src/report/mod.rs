@@ -10,6 +10,7 @@
 //! baseline, server and workload order).
 
 pub mod agreement;
+pub mod answer;
 pub mod charts;
 pub mod compare;
 pub mod csv;

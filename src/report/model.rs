@@ -655,7 +655,12 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         .cloned()
         .collect();
     let gpu_points = gpu_points(&drawn);
-    let slo_picks = slo_picks(&rankable, &mut rng, opts.include_crashed);
+    let slo_picks = slo_picks(
+        &rankable,
+        &mut rng,
+        opts.include_crashed,
+        baseline.as_deref(),
+    );
     let (searches, search_picks) = super::search::build(
         meta.map(|m| m.searches.as_slice()).unwrap_or_default(),
         &servers,
@@ -663,7 +668,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         // fails, as a degenerate one does.
         &cells,
     );
-    let stream_picks = stream_picks(&cells, &mut rng, opts.include_crashed);
+    let stream_picks = stream_picks(&cells, &mut rng, opts.include_crashed, baseline.as_deref());
     let problems = cells
         .iter()
         .filter(|c| c.status != CellStatus::Ok)

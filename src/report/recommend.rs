@@ -58,6 +58,9 @@ pub struct SloPick {
     /// Configs left out because they crashed in this workload family.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub excluded: Vec<Excluded>,
+    /// The baseline's best entry in the same ranking, for the speedup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Ranked>,
 }
 
 /// A config not ranked for a pick: its server crashed under the same
@@ -95,6 +98,9 @@ pub struct StreamPick {
     /// Configs left out because they crashed in a family these requests came from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub excluded: Vec<Excluded>,
+    /// The baseline's entry in the same ranking, for the speedup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Ranked>,
 }
 
 fn overlaps(a: &Ranked, b: &Ranked) -> bool {
@@ -188,6 +194,7 @@ pub(super) fn slo_picks(
     cells: &[&CellResult],
     rng: &mut SplitMix,
     include_crashed: bool,
+    baseline: Option<&str>,
 ) -> Vec<SloPick> {
     let (crashes, wrong) = (crashes(cells), wrong_answers(cells));
     // (slo, family) → (server, load) → per-repetition (rate/GPU, share, cell)
@@ -304,6 +311,10 @@ pub(super) fn slo_picks(
             },
             candidates: ranked.len(),
             caveat: caveat(cells, &best.server_id),
+            baseline: ranked
+                .iter()
+                .find(|r| Some(r.0.server_id.as_str()) == baseline)
+                .map(|r| r.0.clone()),
             best,
             excluded,
         });
@@ -333,6 +344,7 @@ pub(super) fn stream_picks(
     cells: &[&CellResult],
     rng: &mut SplitMix,
     include_crashed: bool,
+    baseline: Option<&str>,
 ) -> Vec<StreamPick> {
     let (crashes, wrong) = (crashes(cells), wrong_answers(cells));
     let mut families: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -383,8 +395,13 @@ pub(super) fn stream_picks(
             let (best, requests) = cands.first().cloned()?;
             let runner_up = cands.get(1).map(|c| c.0.clone());
             let caveat = caveat(cells, &best.server_id);
+            let baseline = cands
+                .iter()
+                .find(|c| Some(c.0.server_id.as_str()) == baseline)
+                .map(|c| c.0.clone());
             Some(StreamPick {
                 kind,
+                baseline,
                 confidence: confidence(&best, runner_up.as_ref()),
                 best,
                 runner_up,

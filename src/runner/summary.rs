@@ -140,9 +140,36 @@ pub fn report_of(c: &Campaign, cells: &[CellResult]) -> Report {
     )
 }
 
-/// Render the summary table from the report model's rows.
+/// Campaigns up to this many cells get every cell's row after a run;
+/// larger ones a count per status (`report --table` has every row).
+pub const SUMMARY_ROWS_MAX: usize = 40;
+
+/// Render the end-of-run summary: every cell's row (or a count per status
+/// beyond [`SUMMARY_ROWS_MAX`] cells), then the answer.
 pub fn render(c: &Campaign, cells: &[CellResult]) -> String {
     let report = report_of(c, cells);
+    let mut out = if report.cells.len() <= SUMMARY_ROWS_MAX {
+        cell_table(&report)
+    } else {
+        let mut by_status: BTreeMap<&str, usize> = BTreeMap::new();
+        for r in &report.cells {
+            *by_status.entry(r.status.as_str()).or_insert(0) += 1;
+        }
+        let parts: Vec<String> = by_status.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        format!("{} cells: {}\n", report.cells.len(), parts.join(", "))
+    };
+    if !report.answers.is_empty() {
+        out.push_str("answers against the baseline's:\n");
+        for l in crate::report::table::answer_lines(&report) {
+            out.push_str(&format!("  {l}\n"));
+        }
+    }
+    out.push_str(&crate::report::answer::render(&report, &c.results_dir));
+    out
+}
+
+/// Every cell's row, with speedups over the baseline.
+fn cell_table(report: &Report) -> String {
     let f = |v: Option<f64>, digits: usize| table::num(v, digits);
     let rows: Vec<Vec<String>> = report
         .cells
@@ -182,12 +209,6 @@ pub fn render(c: &Campaign, cells: &[CellResult]) -> String {
     ];
     let mut out = table::render(&header, &rows);
     out.push_str("accept len: tokens per verification step (1 + accepted drafts per step); accept rate: share of drafted tokens accepted; '-' where the engine gave no counts\n");
-    if !report.answers.is_empty() {
-        out.push_str("answers against the baseline's:\n");
-        for l in crate::report::table::answer_lines(&report) {
-            out.push_str(&format!("  {l}\n"));
-        }
-    }
     if let Some(b) = &report.baseline {
         out.push_str(&format!("speedups are against server `{b}` at the same workload point and repetition, usable cells only (per-request decode speed p50 / output throughput)\n"));
     }
