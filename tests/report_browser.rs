@@ -183,3 +183,218 @@ fn quickstart_report_renders_its_charts_in_a_headless_browser_without_network() 
         );
     }
 }
+
+/// The real part of a campaign shaped like our main user's: a baseline and
+/// a server that crashes, over throughput, context, prompt-kind and agentic
+/// workloads (12 cells each). The test gives the baseline's measured cells
+/// to 26 more server configs (two drafting methods over TP and budgets), as
+/// a campaign of 28 servers and 336 cells stores them.
+const LARGE: &str = r#"
+[campaign]
+name = "large"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "1000000"]
+[[server]]
+id = "ar-tp1"
+[[server]]
+id = "crashy-with-a-long-descriptive-name"
+args = ["--crash-after", "6"]
+expected_failure = true
+[[workload]]
+name = "chat"
+input_len = 64
+output_len = [4, 8]
+concurrency = [1, 2, 4, 8]
+num_requests = 8
+slo = ["ttft=2s,tpot=1s"]
+[[workload]]
+name = "ctx"
+input_len = [128, 256]
+output_len = 4
+concurrency = 1
+num_requests = 2
+[[workload]]
+name = "kinds"
+prompt_kinds = "all"
+output_len = 4
+concurrency = 1
+num_requests = 5
+[[workload]]
+name = "agent"
+api = "chat"
+scenario = "calculator"
+output_len = 4
+concurrency = 1
+num_requests = 1
+[run]
+baseline = "ar-tp1"
+health_timeout = "30s"
+request_timeout = "60s"
+"#;
+
+/// Store `base`'s cells again as server `id` with TP `tp` and drafting
+/// `method` at `budget` (none for autoregressive).
+fn clone_server(root: &Path, id: &str, tp: u64, spec: Option<(&str, u64)>) {
+    let from = root.join("cells/ar-tp1");
+    let to = root.join("cells").join(id);
+    std::fs::create_dir_all(&to).unwrap();
+    for e in std::fs::read_dir(&from).unwrap() {
+        let path = e.unwrap().path();
+        let mut cell: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        cell["server_id"] = id.into();
+        cell["identity"] = format!("{}-{id}", cell["identity"].as_str().unwrap()).into();
+        cell["server"]["id"] = id.into();
+        cell["server"]["tp"] = tp.into();
+        if let Some((method, budget)) = spec {
+            cell["server"]["speculative"] =
+                serde_json::json!({ "method": method, "num_draft_tokens": budget });
+        }
+        std::fs::write(
+            to.join(path.file_name().unwrap()),
+            serde_json::to_vec(&cell).unwrap(),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn a_campaign_of_300_cells_reports_charts_of_at_most_twelve_distinct_series_with_uncut_legends() {
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = dir.path().join("large.toml");
+    std::fs::write(&campaign, LARGE).unwrap();
+    let out = Command::new(BIN)
+        .arg("run")
+        .arg(&campaign)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = dir.path().join("results/large");
+    let mut servers = vec![
+        "ar-tp1".to_string(),
+        "crashy-with-a-long-descriptive-name".to_string(),
+    ];
+    clone_server(&results, "ar-tp2", 2, None);
+    servers.push("ar-tp2".into());
+    for method in ["eagle", "eagle3"] {
+        for tp in [1, 2] {
+            for budget in [2, 3, 4, 5, 6, 8] {
+                let id = format!("{method}-tp{tp}-b{budget}");
+                clone_server(&results, &id, tp, Some((method, budget)));
+                servers.push(id);
+            }
+        }
+    }
+    clone_server(&results, "ar-again", 1, None);
+    servers.push("ar-again".into());
+    let meta_path = results.join("campaign.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["servers"] = servers.clone().into();
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+    let out = Command::new(BIN)
+        .arg("report")
+        .arg(&results)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Answer\n"), "{stdout}");
+
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(results.join("report.json")).unwrap()).unwrap();
+    let cells = report["cells"].as_array().unwrap().len();
+    assert!(cells >= 300, "{cells} cells");
+    let charts = report["charts"].as_array().unwrap();
+    let mut split = 0;
+    for c in charts {
+        let series = c["series"].as_array().unwrap();
+        let title = c["title"].as_str().unwrap();
+        assert!(series.len() <= 12, "{title}: {} series", series.len());
+        split += usize::from(title.contains(" (part "));
+        // Distinct colour slot or line style for every series: slots map to
+        // (colour, marker shape) pairs that repeat only after 40.
+        let mut styles = std::collections::HashSet::new();
+        for s in series {
+            let slot = s["color"].as_u64().unwrap();
+            let key = (slot % 40, s["style"].as_str().unwrap().to_string());
+            assert!(styles.insert(key), "{title}: two series drawn alike");
+        }
+    }
+    assert!(split > 0, "the charts of 28 servers are split");
+    let agentic = charts.iter().filter(|c| c["section"] == "agentic").count();
+    assert!(agentic >= 5, "54 per-turn series in parts of 12: {agentic}");
+    // Each context chart holds its own workload's prompt lengths only.
+    let mut context = 0;
+    for c in charts.iter().filter(|c| c["section"] == "context") {
+        context += 1;
+        for s in c["series"].as_array().unwrap() {
+            for p in s["points"].as_array().unwrap() {
+                let x = p[0].as_f64().unwrap();
+                assert!(x == 128.0 || x == 256.0, "{}: x = {x}", c["title"]);
+            }
+        }
+    }
+    assert!(context >= 2);
+    // Failures are grouped: one row per (server, status, class).
+    let problems = report["problems"].as_array().unwrap().len();
+    let groups = report["problem_groups"].as_array().unwrap();
+    assert!(
+        problems > groups.len() && !groups.is_empty(),
+        "{problems} vs {groups:?}"
+    );
+    let html = std::fs::read_to_string(results.join("report.html")).unwrap();
+    assert!(
+        html.contains("… and "),
+        "a long group lists a few cells and a count"
+    );
+
+    // A real browser measures every legend entry against its chart.
+    let probe = html.replace(
+        "</body>",
+        r#"<script>window.addEventListener('load', () => {
+  let n = 0, cut = [];
+  for (const svg of document.querySelectorAll('svg.chart')) {
+    const w = svg.viewBox.baseVal.width, h = svg.viewBox.baseVal.height;
+    for (const t of svg.querySelectorAll('text.legend')) {
+      n++;
+      const b = t.getBBox();
+      if (b.x + b.width > w || b.y + b.height > h) cut.push(t.textContent);
+    }
+  }
+  document.body.setAttribute('data-legends', n + ':' + cut.length + ':' + cut.join('|'));
+});</script></body>"#,
+    );
+    let page = dir.path().join("probe.html");
+    std::fs::write(&page, probe).unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let (code, dom) = run_with_deadline(
+        chromium(profile.path())
+            .arg("--virtual-time-budget=10000")
+            .arg("--dump-dom")
+            .arg(format!("file://{}", page.display())),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(0), "chromium --dump-dom failed");
+    let attr = dom
+        .split("data-legends=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| panic!("the probe did not run"));
+    let mut parts = attr.splitn(3, ':');
+    let n: usize = parts.next().unwrap().parse().unwrap();
+    let cut: usize = parts.next().unwrap().parse().unwrap();
+    assert!(n > 100, "{n} legend entries");
+    assert_eq!(cut, 0, "legends cut: {}", parts.next().unwrap_or(""));
+}

@@ -108,6 +108,57 @@ pub struct Chart {
     pub series: Vec<Series>,
 }
 
+/// Most series one chart holds; a chart with more is split into parts
+/// that each hold at most this many, so every legend stays readable.
+pub const MAX_SERIES: usize = 12;
+
+/// Split every chart of more than [`MAX_SERIES`] series into parts. Series
+/// of one colour slot (one server: its p50 and p99, its TTFT and E2E) stay
+/// in one part; a Pareto frontier is drawn in every part, since it is the
+/// frontier of them all.
+pub(super) fn facet(charts: Vec<Chart>) -> Vec<Chart> {
+    let mut out = Vec::new();
+    for chart in charts {
+        if chart.series.len() <= MAX_SERIES {
+            out.push(chart);
+            continue;
+        }
+        let (frontier, rest): (Vec<Series>, Vec<Series>) = chart
+            .series
+            .iter()
+            .cloned()
+            .partition(|s| s.style == SeriesStyle::Frontier);
+        let room = MAX_SERIES - frontier.len().min(MAX_SERIES - 1);
+        // Groups of one colour slot, in order of first appearance.
+        let mut groups: Vec<Vec<Series>> = Vec::new();
+        for s in rest {
+            match groups.iter_mut().find(|g| g[0].color == s.color) {
+                Some(g) => g.push(s),
+                None => groups.push(vec![s]),
+            }
+        }
+        let mut parts: Vec<Vec<Series>> = Vec::new();
+        for g in groups {
+            for piece in g.chunks(room) {
+                match parts.last_mut() {
+                    Some(p) if p.len() + piece.len() <= room => p.extend_from_slice(piece),
+                    _ => parts.push(piece.to_vec()),
+                }
+            }
+        }
+        let n = parts.len();
+        for (i, mut series) in parts.into_iter().enumerate() {
+            series.extend(frontier.iter().cloned());
+            out.push(Chart {
+                title: format!("{} (part {} of {n})", chart.title, i + 1),
+                series,
+                ..chart.clone()
+            });
+        }
+    }
+    out
+}
+
 /// Most budget-sweep charts in one report; the rest are in report.csv.
 const MAX_BUDGET_CHARTS: usize = 12;
 
@@ -386,25 +437,47 @@ pub(super) fn charts(
     // family at its lowest and its highest load.
     out.extend(budget_charts(points, &line, notes));
 
-    // Context length.
+    // Context length: one pair of charts per workload and output length,
+    // so an axis holds only its own workload's prompt lengths.
     let ctx: Vec<&PointRow> = points
         .iter()
         .filter(|p| p.ttft_p50_ms.is_some() && !p.family.contains("-kinds-"))
         .collect();
-    let lens: BTreeSet<u64> = ctx.iter().map(|p| p.input_len).collect();
-    if lens.len() < 2 {
+    let mut ctx_groups: Vec<(String, u64)> = Vec::new();
+    for p in &ctx {
+        let k = (p.workload.clone(), p.output_len);
+        if !ctx_groups.contains(&k) {
+            ctx_groups.push(k);
+        }
+    }
+    ctx_groups.retain(|(w, o)| {
+        ctx.iter()
+            .filter(|p| &p.workload == w && p.output_len == *o)
+            .map(|p| p.input_len)
+            .collect::<BTreeSet<u64>>()
+            .len()
+            >= 2
+    });
+    if ctx_groups.is_empty() {
         notes.push(
-            "only one prompt length (input_len) measured: context-length charts skipped".into(),
+            "no workload measured at two prompt lengths (input_len): context-length charts skipped"
+                .into(),
         );
-    } else {
+    }
+    ctx_groups.truncate(MAX_FAMILY_CHARTS);
+    for (workload, output_len) in &ctx_groups {
+        let mine: Vec<&&PointRow> = ctx
+            .iter()
+            .filter(|p| &p.workload == workload && p.output_len == *output_len)
+            .collect();
         // One concurrency so the lines compare like with like: the lowest measured.
-        let c0 = ctx.iter().filter_map(|p| p.concurrency).min();
+        let c0 = mine.iter().filter_map(|p| p.concurrency).min();
         let mk = |f: &dyn Fn(&PointRow) -> Option<f64>| -> Vec<Series> {
             servers
                 .iter()
                 .filter_map(|s| {
                     let mut by_len: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
-                    for p in ctx
+                    for p in mine
                         .iter()
                         .filter(|p| &p.server_id == s && p.concurrency == c0)
                     {
@@ -420,12 +493,11 @@ pub(super) fn charts(
                 })
                 .collect()
         };
-        let at = c0
-            .map(|c| format!(" (concurrency {c})"))
-            .unwrap_or_default();
+        let at = c0.map(|c| format!(", concurrency {c}")).unwrap_or_default();
+        let what = format!("{workload}, output {output_len}{at}");
         out.push(Chart {
             section: ChartSection::Context,
-            title: format!("TTFT p50 vs. context length{at}"),
+            title: format!("TTFT p50 vs. context length ({what})"),
             x_label: "prompt length (tokens)".into(),
             y_label: "time to first token (ms)".into(),
             kind: ChartKind::Line { log_x: false },
@@ -433,7 +505,7 @@ pub(super) fn charts(
         });
         out.push(Chart {
             section: ChartSection::Context,
-            title: format!("Decode speed p50 vs. context length{at}"),
+            title: format!("Decode speed p50 vs. context length ({what})"),
             x_label: "prompt length (tokens)".into(),
             y_label: "per-request decode speed (tokens/s)".into(),
             kind: ChartKind::Line { log_x: false },

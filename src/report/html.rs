@@ -71,6 +71,21 @@ fn table(header: &[&str], rows: &[(Vec<String>, &str)]) -> String {
 }
 
 /// The word that marks a section's notes (see `model::charts`).
+/// A group's cells: its count, and the names when few.
+pub(super) fn cells_text(g: &super::model::ProblemGroup) -> String {
+    const SHOWN: usize = 4;
+    if g.count <= SHOWN {
+        g.cells.join(", ")
+    } else {
+        format!(
+            "{}: {}, … and {} more",
+            g.count,
+            g.cells[..SHOWN].join(", "),
+            g.count - SHOWN
+        )
+    }
+}
+
 fn note_key(section: ChartSection) -> &'static str {
     match section {
         ChartSection::Throughput | ChartSection::PerGpu => "closed-loop",
@@ -175,31 +190,32 @@ impl Exporter for HtmlExporter {
             s.push_str("</ul>");
         }
         s.push_str(r#"<h2 id="problems">Failed, skipped and suspicious cells</h2>"#);
-        if r.problems.is_empty() {
+        if r.problem_groups.is_empty() {
             s.push_str("<p>None: every cell completed.</p>");
         } else {
             s.push_str(
-                "<p>These cells are never drawn in the charts above and never count as zero.</p>",
+                "<p>These cells are never drawn in the charts above and never count as zero; one row per server, status and class, with its first cell as the example (report.json lists every cell).</p>",
             );
-            let _ = write!(s, "<table><thead><tr><th>server</th><th>cell</th><th>status</th><th>class</th><th>evidence</th></tr></thead><tbody>");
-            for p in &r.problems {
-                let class = match p.status.as_str() {
+            let _ = write!(s, "<table><thead><tr><th>server</th><th>status</th><th>class</th><th>cells</th><th>example</th></tr></thead><tbody>");
+            for g in &r.problem_groups {
+                let class = match g.status.as_str() {
                     "failed" | "not_run" => "bad",
                     _ => "warn",
                 };
-                let log = p
+                let log = g
                     .log_excerpt
                     .as_ref()
                     .map(|l| format!("<pre>{}</pre>", esc(l.trim())))
                     .unwrap_or_default();
                 let _ = write!(
                     s,
-                    r#"<tr class="{class}"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{log}</td></tr>"#,
-                    esc(&p.server_id),
-                    esc(&p.cell_name),
-                    p.status.as_str(),
-                    esc(p.class.map_or("-", FailureClass::as_str)),
-                    esc(&p.evidence)
+                    r#"<tr class="{class}"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><b>{}</b>: {}{log}</td></tr>"#,
+                    esc(&g.server_id),
+                    g.status.as_str(),
+                    esc(g.class.map_or("-", FailureClass::as_str)),
+                    esc(&cells_text(g)),
+                    esc(&g.cells[0]),
+                    esc(&g.example)
                 );
             }
             s.push_str("</tbody></table>");

@@ -70,28 +70,28 @@ impl Exporter for MarkdownExporter {
             out.push_str(&md_table(&KIND_HEADER, &kinds));
         }
         out.push_str("\n## Failed, skipped and suspicious cells\n\n");
-        if r.problems.is_empty() {
+        if r.problem_groups.is_empty() {
             out.push_str("None.\n");
         } else {
             let rows: Vec<Vec<String>> = r
-                .problems
+                .problem_groups
                 .iter()
-                .map(|p| {
-                    let mut ev = p.evidence.clone();
-                    if let Some(l) = &p.log_excerpt {
+                .map(|g| {
+                    let mut ev = format!("{}: {}", g.cells[0], g.example);
+                    if let Some(l) = &g.log_excerpt {
                         ev.push_str(&format!(" — log: {}", l.trim()));
                     }
                     vec![
-                        p.server_id.clone(),
-                        p.cell_name.clone(),
-                        p.status.as_str().to_string(),
-                        p.class.map_or("-", |c| c.as_str()).to_string(),
+                        g.server_id.clone(),
+                        g.status.as_str().to_string(),
+                        g.class.map_or("-", |c| c.as_str()).to_string(),
+                        super::html::cells_text(g),
                         ev,
                     ]
                 })
                 .collect();
             out.push_str(&md_table(
-                &["server", "cell", "status", "class", "evidence"],
+                &["server", "status", "class", "cells", "example"],
                 &rows,
             ));
         }

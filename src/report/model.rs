@@ -181,6 +181,9 @@ pub struct PointRow {
     pub point: String,
     /// `workload-input-output`: points that differ only by load.
     pub family: String,
+    /// Workload name.
+    #[serde(default)]
+    pub workload: String,
     /// Load as text.
     pub load: String,
     /// Closed-loop concurrency.
@@ -287,6 +290,52 @@ pub struct Problem {
     pub log_excerpt: Option<String>,
 }
 
+/// The failed, skipped and suspicious cells of one server with one status
+/// and class: how many, which, and one of them as the example.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProblemGroup {
+    /// Server config id.
+    pub server_id: String,
+    /// Cell status.
+    pub status: CellStatus,
+    /// Failure class.
+    pub class: Option<FailureClass>,
+    /// Cells in the group.
+    pub count: usize,
+    /// Their names, in report order.
+    pub cells: Vec<String>,
+    /// The first one's evidence.
+    pub example: String,
+    /// The first one's server-log lines, when any.
+    pub log_excerpt: Option<String>,
+}
+
+/// [`Problem`]s grouped by (server, status, class), in order of first appearance.
+pub fn group_problems(problems: &[Problem]) -> Vec<ProblemGroup> {
+    let mut out: Vec<ProblemGroup> = Vec::new();
+    for p in problems {
+        match out
+            .iter_mut()
+            .find(|g| g.server_id == p.server_id && g.status == p.status && g.class == p.class)
+        {
+            Some(g) => {
+                g.count += 1;
+                g.cells.push(p.cell_name.clone());
+            }
+            None => out.push(ProblemGroup {
+                server_id: p.server_id.clone(),
+                status: p.status,
+                class: p.class,
+                count: 1,
+                cells: vec![p.cell_name.clone()],
+                example: p.evidence.clone(),
+                log_excerpt: p.log_excerpt.clone(),
+            }),
+        }
+    }
+    out
+}
+
 /// Latency of one turn of the agentic sessions on one server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnRow {
@@ -343,6 +392,9 @@ pub struct Report {
     pub stream_picks: Vec<StreamPick>,
     /// Cells without a usable measurement, with their reason.
     pub problems: Vec<Problem>,
+    /// The same, grouped by (server, status, class).
+    #[serde(default)]
+    pub problem_groups: Vec<ProblemGroup>,
     /// Agentic per-turn latency.
     pub turns: Vec<TurnRow>,
     /// Per server, its answers against the baseline's.
@@ -669,7 +721,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         &cells,
     );
     let stream_picks = stream_picks(&cells, &mut rng, opts.include_crashed, baseline.as_deref());
-    let problems = cells
+    let problems: Vec<Problem> = cells
         .iter()
         .filter(|c| c.status != CellStatus::Ok)
         .map(|c| Problem {
@@ -704,6 +756,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         &searches,
         &color,
     ));
+    let charts = super::charts::facet(charts);
     Report {
         schema_version: REPORT_SCHEMA_VERSION,
         campaign: meta.map(|m| m.name.clone()).unwrap_or_else(|| {
@@ -725,6 +778,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         stream_picks,
         searches,
         search_picks,
+        problem_groups: group_problems(&problems),
         problems,
         turns,
         answers,
@@ -859,6 +913,7 @@ fn point_rows(cells: &[&CellResult], rows: &[CellRow]) -> Vec<PointRow> {
                 server_id: key.0.clone(),
                 point: key.1.clone(),
                 family: family_of(cells[idx[0]]),
+                workload: first.workload.clone(),
                 load: first.load.clone(),
                 concurrency: first.concurrency,
                 input_len: first.input_len,

@@ -16,10 +16,20 @@ pub const PALETTE: [&str; 10] = [
     "#9c755f", "#bab0ac",
 ];
 
+/// Width of a chart whose legend names fit the narrowest legend.
 const W: f64 = 540.0;
 const LEFT: f64 = 62.0;
 const TOP: f64 = 44.0;
+/// The narrowest legend; a longer name widens the chart, never cut.
 const LEGEND_W: f64 = 168.0;
+/// Widest legend, for names no one can read anyway.
+const LEGEND_W_MAX: f64 = 420.0;
+/// Width of one legend character at the 11px sans-serif legend font, a
+/// generous average so a name is never cut.
+const LEGEND_CHAR_W: f64 = 6.8;
+/// Marker shapes, one per round of the palette: series beyond the
+/// palette's colours stay distinct by their shape.
+const SHAPES: usize = 4;
 
 /// Escape text for XML content and attributes.
 pub fn esc(s: &str) -> String {
@@ -62,6 +72,52 @@ fn color(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
+/// A series' marker at (`cx`, `cy`) of radius `r`: a circle, square,
+/// triangle or diamond by its colour slot's round of the palette.
+fn marker(slot: usize, cx: f64, cy: f64, r: f64, fill: &str, inner: &str) -> String {
+    match (slot / PALETTE.len()) % SHAPES {
+        0 => format!(r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="{r}" fill="{fill}">{inner}</circle>"#),
+        1 => format!(
+            r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{fill}">{inner}</rect>"#,
+            cx - r,
+            cy - r,
+            2.0 * r,
+            2.0 * r
+        ),
+        2 => format!(
+            r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{fill}">{inner}</polygon>"#,
+            cx,
+            cy - 1.2 * r,
+            cx + 1.1 * r,
+            cy + 0.9 * r,
+            cx - 1.1 * r,
+            cy + 0.9 * r
+        ),
+        _ => format!(
+            r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{fill}">{inner}</polygon>"#,
+            cx,
+            cy - 1.3 * r,
+            cx + 1.3 * r,
+            cy,
+            cx,
+            cy + 1.3 * r,
+            cx - 1.3 * r,
+            cy
+        ),
+    }
+}
+
+/// Legend width that holds the longest series name.
+fn legend_width(chart: &Chart) -> f64 {
+    let longest = chart
+        .series
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0) as f64;
+    (38.0 + longest * LEGEND_CHAR_W).clamp(LEGEND_W, LEGEND_W_MAX)
+}
+
 /// Draw one chart as a standalone `<svg>` element.
 pub fn render(chart: &Chart) -> String {
     let bars = matches!(chart.kind, ChartKind::Bars { .. });
@@ -70,17 +126,19 @@ pub fn render(chart: &Chart) -> String {
     // Rotated group labels hang to the left of their bar: give them room.
     let left = if bars { 104.0 } else { LEFT };
     let pw = W - left - LEGEND_W;
+    let legend_w = legend_width(chart);
+    let w = left + pw + legend_w;
     let ph = height - TOP - bottom;
     let mut s = String::new();
     let _ = write!(
         s,
-        r#"<svg class="chart" viewBox="0 0 {W} {height}" width="{W}" height="{height}" role="img" aria-label="{}">"#,
+        r#"<svg class="chart" viewBox="0 0 {w} {height}" width="{w}" height="{height}" role="img" aria-label="{}">"#,
         esc(&chart.title)
     );
     let _ = write!(
         s,
-        r##"<rect x="0" y="0" width="{W}" height="{height}" fill="#ffffff"/><text x="{}" y="24" class="title" text-anchor="middle">{}</text>"##,
-        W / 2.0,
+        r##"<rect x="0" y="0" width="{w}" height="{height}" fill="#ffffff"/><text x="{}" y="24" class="title" text-anchor="middle">{}</text>"##,
+        w / 2.0,
         esc(&chart.title)
     );
     let all: Vec<(f64, f64)> = chart
@@ -92,7 +150,7 @@ pub fn render(chart: &Chart) -> String {
         let _ = write!(
             s,
             r#"<text x="{}" y="{}" text-anchor="middle" class="empty">no usable measurement to draw</text></svg>"#,
-            W / 2.0,
+            w / 2.0,
             height / 2.0
         );
         return s;
@@ -273,15 +331,19 @@ pub fn render(chart: &Chart) -> String {
                         );
                         continue;
                     }
-                    let _ = write!(
-                        s,
-                        r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{c}"><title>{}: ({:.3}, {:.3})</title></circle>"#,
+                    s.push_str(&marker(
+                        ser.color,
                         x(p.0),
                         y(p.1),
-                        esc(&ser.name),
-                        p.0,
-                        p.1
-                    );
+                        3.5,
+                        c,
+                        &format!(
+                            "<title>{}: ({:.3}, {:.3})</title>",
+                            esc(&ser.name),
+                            p.0,
+                            p.1
+                        ),
+                    ));
                     if let Some(l) = ser.labels.get(i) {
                         let _ = write!(
                             s,
@@ -297,7 +359,7 @@ pub fn render(chart: &Chart) -> String {
     }
 
     // Legend.
-    let lx = W - LEGEND_W + 14.0;
+    let lx = left + pw + 14.0;
     for (i, ser) in chart.series.iter().enumerate() {
         let ly = TOP + 8.0 + i as f64 * 18.0;
         let c = if ser.style == SeriesStyle::Frontier {
@@ -319,13 +381,11 @@ pub fn render(chart: &Chart) -> String {
                 lx + 18.0,
                 lx + 9.0
             ),
-            (_, SeriesStyle::Markers) => {
-                format!(r#"<circle cx="{}" cy="{ly}" r="4" fill="{c}"/>"#, lx + 9.0)
-            }
+            (_, SeriesStyle::Markers) => marker(ser.color, lx + 9.0, ly, 4.0, c, ""),
             (_, SeriesStyle::Line) => format!(
-                r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2"/><circle cx="{}" cy="{ly}" r="3" fill="{c}"/>"#,
+                r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2"/>{}"#,
                 lx + 18.0,
-                lx + 9.0
+                marker(ser.color, lx + 9.0, ly, 3.0, c, "")
             ),
         };
         let _ = write!(

@@ -203,23 +203,23 @@ impl Exporter for TableExporter {
                 out.push_str(&format!("  {l}\n"));
             }
         }
-        if !r.problems.is_empty() {
+        if !r.problem_groups.is_empty() {
             out.push_str("\nFailed, skipped and suspicious cells\n");
             let rows: Vec<Vec<String>> = r
-                .problems
+                .problem_groups
                 .iter()
-                .map(|p| {
+                .map(|g| {
                     vec![
-                        p.server_id.clone(),
-                        p.cell_name.clone(),
-                        p.status.as_str().to_string(),
-                        p.class.map_or("-", |c| c.as_str()).to_string(),
-                        one_line(&p.evidence, 100),
+                        g.server_id.clone(),
+                        g.status.as_str().to_string(),
+                        g.class.map_or("-", |c| c.as_str()).to_string(),
+                        one_line(&super::html::cells_text(g), 60),
+                        one_line(&format!("{}: {}", g.cells[0], g.example), 100),
                     ]
                 })
                 .collect();
             out.push_str(&table::render(
-                &["server", "cell", "status", "class", "evidence"],
+                &["server", "status", "class", "cells", "example"],
                 &rows,
             ));
         }
