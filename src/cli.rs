@@ -142,6 +142,10 @@ pub struct SelectArgs {
     /// Measure stored failed, partial and suspicious cells again.
     #[arg(long)]
     pub rerun_failed: bool,
+    /// Launch again a server that crashed on the last run (by default its
+    /// remaining cells are skipped with the crash as the reason).
+    #[arg(long)]
+    pub retry_crashed: bool,
     /// Results of an earlier campaign with the same model and engine (a results directory or one campaign's folder): ETAs learn from its cells; repeatable.
     #[arg(long, value_name = "DIR")]
     pub prior_results: Vec<PathBuf>,

@@ -39,6 +39,9 @@ pub enum FailureClass {
     Workload,
     /// The cluster scheduler ended the job (cancelled, pre-empted, time limit, node failure).
     Scheduler,
+    /// The plan found the cell cannot run as configured (GPUs, memory,
+    /// context, an engine that cannot express it), so it was not started.
+    Infeasible,
 }
 
 impl FailureClass {
@@ -58,6 +61,7 @@ impl FailureClass {
             Self::OutputMismatch => "output_mismatch",
             Self::Workload => "workload",
             Self::Scheduler => "scheduler",
+            Self::Infeasible => "infeasible",
         }
     }
 }

@@ -150,7 +150,9 @@ fn quickstart_runs_end_to_end_with_one_launch_per_server_and_crash_evidence() {
     }
     assert_eq!(compared, 20);
     // Running again reuses every measured cell (failed ones too, unless
-    // --rerun-failed) and launches only the crashed server, for its not-run cells.
+    // --rerun-failed) and launches nothing: the server that crashed would
+    // crash again, so its not-run cells are skipped with the crash as the
+    // reason (--retry-crashed launches it).
     let baseline_before =
         std::fs::read(root.join("cells/baseline/chat-in512-out32-c1.json")).unwrap();
     // The shipped campaign marks the crash as expected: same identities
@@ -158,11 +160,25 @@ fn quickstart_runs_end_to_end_with_one_launch_per_server_and_crash_evidence() {
     write_campaign(dir.path(), &text);
     let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(launches(&root), 5, "{stderr}");
+    assert_eq!(launches(&root), 4, "{stderr}");
     assert!(
         stderr.contains(&format!("{} reused", 20 - not_run)),
         "{stderr}"
     );
+    let after = common::cells(&root);
+    let skipped: Vec<&String> = after
+        .iter()
+        .filter(|(k, c)| {
+            k.starts_with("spec-crashy/")
+                && c["status"] == "skipped"
+                && c["failure"]["class"] == "crashed"
+                && c["failure"]["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("on the last run") && d.contains("--retry-crashed"))
+        })
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(skipped.len(), not_run, "{skipped:?}");
     assert_eq!(
         std::fs::read(root.join("cells/baseline/chat-in512-out32-c1.json")).unwrap(),
         baseline_before
@@ -1368,6 +1384,95 @@ baseline = "a"
         out.contains("Answer\n  single stream, synthetic: deploy `"),
         "{out}"
     );
+}
+
+#[test]
+fn a_crash_keeps_what_was_sent_skips_are_not_suspicious_and_a_rerun_does_not_relaunch_the_crasher()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let text = r#"
+[campaign]
+name = "crash"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
+[[server]]
+id = "fine"
+[[server]]
+id = "crashy"
+args = ["--crash-after", "5"]
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 8
+concurrency = [1, 2]
+num_requests = 8
+[[workload]]
+name = "tiny"
+input_len = 16
+output_len = 8
+concurrency = 1
+num_requests = 2
+[run]
+baseline = "fine"
+health_timeout = "30s"
+request_timeout = "30s"
+"#;
+    let p = write_campaign(dir.path(), text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "the crash fails the run\n{out}\n{err}");
+    let root = dir.path().join("results/crash");
+    let stored = cells(&root);
+    // A skip is not a measurement judged suspicious: it is infeasible.
+    let skipped = &stored["fine/tiny-in16-out8-c1"];
+    assert_eq!(skipped["status"], "skipped");
+    assert_eq!(skipped["failure"]["class"], "infeasible", "{skipped}");
+    // The crashed cell keeps what it sent and what came back.
+    let crashed = &stored["crashy/w-in64-out8-c1"];
+    assert_eq!(crashed["status"], "failed");
+    assert_eq!(crashed["failure"]["class"], "crashed");
+    let s = &crashed["summary"];
+    let (ok, failed) = (
+        s["completed"].as_u64().unwrap(),
+        s["failed"].as_u64().unwrap(),
+    );
+    assert!(ok >= 1 && failed >= 1 && ok + failed <= 8, "{s}");
+    let md = std::fs::read_to_string(root.join("report.md")).unwrap();
+    assert!(md.contains(&format!("| {ok}/{failed} |")), "{md}");
+    assert!(!md.contains("| 0/0 |"), "{md}");
+    // The next run does not launch it again: its cells are skipped with
+    // the crash as the reason, until asked.
+    let (code, plan, _) = run(&["plan", p.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let line = plan
+        .lines()
+        .find(|l| {
+            l.contains("w-in64-out8-c2")
+                && l.contains("the server crashed during cell w-in64-out8-c1 on the last run")
+        })
+        .unwrap_or_else(|| panic!("{plan}"));
+    assert!(line.contains("--retry-crashed"), "{line}");
+    let (_, again, err) = run(&["run", p.to_str().unwrap()]);
+    assert!(
+        !err.contains("== server crashy") && !err.contains("crashy healthy"),
+        "{err}"
+    );
+    let after = cells(&root);
+    let skipped = &after["crashy/w-in64-out8-c2"];
+    assert_eq!(skipped["status"], "skipped", "{again}");
+    assert_eq!(skipped["failure"]["class"], "crashed");
+    let (_, retry, _) = run(&["plan", p.to_str().unwrap(), "--retry-crashed"]);
+    let crashy = &retry[retry
+        .find("server crashy")
+        .unwrap_or_else(|| panic!("{retry}"))..];
+    let line = crashy
+        .lines()
+        .find(|l| l.contains("w-in64-out8-c2"))
+        .unwrap_or_else(|| panic!("{retry}"));
+    assert!(line.trim_end().ends_with("run"), "{line}");
 }
 
 #[test]

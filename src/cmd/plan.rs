@@ -25,6 +25,7 @@ pub fn plan_options(
         only: plan::filter::parse_filters(&s.only).map_err(|e| anyhow::anyhow!("--only: {e}"))?,
         force: s.force,
         rerun_failed: s.rerun_failed,
+        retry_crashed: s.retry_crashed,
         prior_results: s.prior_results.clone(),
         // About a tenth of a second, so only where the CPU priors are used.
         cpu: (servers_run_here(c, local) && plan::eta::uses_cpu_priors(c))
@@ -44,6 +45,9 @@ pub fn job_args(s: &cli::SelectArgs) -> Vec<String> {
     }
     if s.rerun_failed {
         v.push("--rerun-failed".into());
+    }
+    if s.retry_crashed {
+        v.push("--retry-crashed".into());
     }
     v
 }

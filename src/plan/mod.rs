@@ -35,6 +35,9 @@ pub enum Verdict {
     Stale,
     /// Cannot run; the reason says why.
     Skip(String),
+    /// Its server crashed on the last run: not launched again unless asked
+    /// (`--retry-crashed`); the reason names the crash.
+    CrashedBefore(String),
     /// A later repetition not needed: the earlier ones agree (`repetitions = "auto"`).
     Enough(String),
 }
@@ -52,6 +55,7 @@ impl Verdict {
             Verdict::Cached => "cached".into(),
             Verdict::Stale => "stale".into(),
             Verdict::Skip(r) => format!("skip: {r}"),
+            Verdict::CrashedBefore(r) => format!("skip: {r}"),
             Verdict::Enough(r) => format!("not needed: {r}"),
         }
     }
@@ -202,6 +206,8 @@ pub struct PlanOptions {
     pub force: bool,
     /// `--rerun-failed`: measure stored failures again.
     pub rerun_failed: bool,
+    /// `--retry-crashed`: launch again a server that crashed on the last run.
+    pub retry_crashed: bool,
     /// Results of earlier campaigns (same model and engine) the ETAs learn from.
     pub prior_results: Vec<PathBuf>,
     /// This machine's CPU speed, when probed ([`eta::CpuSpeed`]); `None`:
@@ -268,6 +274,15 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 verdict,
                 warnings,
             });
+        }
+        // A server that crashed on the last run would crash again where it
+        // did: its cells still to measure are skipped, saying so, unless asked.
+        if !(opts.retry_crashed || opts.force || opts.rerun_failed) {
+            if let Some(why) = crashed_before(index, &cells, &s.id) {
+                for cell in cells.iter_mut().filter(|c| c.verdict.runs()) {
+                    cell.verdict = Verdict::CrashedBefore(why.clone());
+                }
+            }
         }
         let mut searches = Vec::new();
         for (i, search) in c.searches.iter().enumerate() {
@@ -504,6 +519,25 @@ fn plan_search(
         },
         expected: expected.iter().map(|&k| search.probe(k)).collect(),
     }
+}
+
+/// Why `server` is not launched again: one of its current cells is stored
+/// as crashed (not a cell it never reached).
+fn crashed_before(index: &StoreIndex, cells: &[PlannedCell], server: &str) -> Option<String> {
+    cells.iter().find_map(|cell| {
+        let stored = index.by_identity.get(&cell.identity)?;
+        let f = stored.failure.as_ref()?;
+        (stored.server_id == server
+            && stored.status == crate::store::CellStatus::Failed
+            && f.class == crate::failure::FailureClass::Crashed)
+            .then(|| {
+                format!(
+                    "the server crashed during cell {} on the last run ({}); --retry-crashed launches it again",
+                    cell.name,
+                    crate::failure::truncate(&f.detail, 120)
+                )
+            })
+    })
 }
 
 fn stored_verdict(
@@ -759,6 +793,7 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
                         Verdict::Cached => "cached",
                         Verdict::Stale => "stale",
                         Verdict::Skip(_) => "skip",
+                        Verdict::CrashedBefore(_) => "skip (crashed before)",
                         Verdict::Enough(_) => "not needed",
                     })
                     .or_default() += 1;

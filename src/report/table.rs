@@ -60,7 +60,12 @@ pub fn point_cells(p: &PointRow) -> Vec<String> {
             (Some(_), None) => format!("{} (under-loaded)", p.status),
             _ => p.status.clone(),
         },
-        format!("{}/{}", p.requests_ok, p.requests_failed),
+        if p.requests_ok + p.requests_failed == 0 {
+            // Nothing was sent: not run, skipped, or failed before any request.
+            "-".to_string()
+        } else {
+            format!("{}/{}", p.requests_ok, p.requests_failed)
+        },
         spread(p.output_tok_s, 1),
         spread(p.output_tok_s_per_gpu, 1),
         spread(p.decode_tok_s_p50, 1),

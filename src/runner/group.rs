@@ -284,6 +284,8 @@ impl<'a> GroupRun<'a> {
             }
             *next += 1;
             if let Some(status) = crashed(running, &m.summary).await {
+                // What was sent and what came back before the server died.
+                r.summary = m.summary.ok();
                 self.on_crash(running, r, &cell, &status).await?;
                 return Ok(Served::Crashed(*next - 1));
             }

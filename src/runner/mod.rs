@@ -167,12 +167,12 @@ pub async fn run_campaign(
             match &cell.verdict {
                 Verdict::Cached => out.cached += 1,
                 Verdict::Skip(reason) => {
-                    let f = Failure::new(FailureClass::Suspicious, reason.clone());
-                    let mut r = base_result(c, g, cell);
-                    r.status = CellStatus::Skipped;
-                    r.failure = Some(f);
-                    store.write(&r).context("cannot write a cell result")?;
-                    events.stored(&r);
+                    let f = Failure::new(FailureClass::Infeasible, reason.clone());
+                    store_skipped(&store, events, base_result(c, g, cell), f)?;
+                }
+                Verdict::CrashedBefore(why) => {
+                    let f = Failure::new(FailureClass::Crashed, why.clone());
+                    store_skipped(&store, events, base_result(c, g, cell), f)?;
                 }
                 _ => {}
             }
@@ -337,6 +337,20 @@ pub(super) async fn measure(
         request_timeout: c.run.request_timeout,
     });
     measure_level(executor, job, cancel).await
+}
+
+/// Store a cell the plan skipped, with the reason as its failure.
+fn store_skipped(
+    store: &Store,
+    events: &Events,
+    mut r: CellResult,
+    f: Failure,
+) -> anyhow::Result<()> {
+    r.status = CellStatus::Skipped;
+    r.failure = Some(f);
+    store.write(&r).context("cannot write a cell result")?;
+    events.stored(&r);
+    Ok(())
 }
 
 #[cfg(test)]
