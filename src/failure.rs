@@ -42,6 +42,8 @@ pub enum FailureClass {
     /// The plan found the cell cannot run as configured (GPUs, memory,
     /// context, an engine that cannot express it), so it was not started.
     Infeasible,
+    /// A reasoning model spent the whole output budget thinking: no answer.
+    ReasoningExhausted,
 }
 
 impl FailureClass {
@@ -62,6 +64,7 @@ impl FailureClass {
             Self::Workload => "workload",
             Self::Scheduler => "scheduler",
             Self::Infeasible => "infeasible",
+            Self::ReasoningExhausted => "reasoning_exhausted",
         }
     }
 }

@@ -454,6 +454,60 @@ max_running_requests = 1
 }
 
 #[test]
+fn real_llamacpp_reports_cached_prompt_tokens_and_a_shared_prefix_hits_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    // One slot: consecutive requests find the previous prompt in it, so a
+    // shared prefix is taken from the cache and unique prompts are not.
+    let head = real_llamacpp_head("cache", "", 1024);
+    let text = format!(
+        r#"{head}
+[[server]]
+id = "one-slot"
+[[workload]]
+name = "prefix"
+input_len = 256
+shared_prefix = 224
+output_len = 4
+concurrency = 1
+num_requests = 4
+[[workload]]
+name = "unique"
+input_len = 256
+output_len = 4
+concurrency = 1
+num_requests = 4
+[run]
+health_timeout = "120s"
+request_timeout = "120s"
+"#
+    );
+    let p = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let stored = cells(&dir.path().join("results/cache"));
+    let rate = |cell: &str| {
+        let c = &stored[&format!("one-slot/{cell}")];
+        let reqs = c["summary"]["requests"].as_array().unwrap();
+        assert!(
+            reqs.iter().all(|r| r["cached_tokens"].is_u64()),
+            "{cell}: every request says what it reused"
+        );
+        c["summary"]["prompt_cache"]["hit_rate"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{cell}: {}", c["summary"]))
+    };
+    let (shared, unique) = (rate("prefix-in256-out4-c1"), rate("unique-in256-out4-c1"));
+    assert!(shared > 0.5, "shared prefix hit rate {shared}");
+    assert!(shared > unique + 0.3, "shared {shared} vs unique {unique}");
+    let csv = std::fs::read_to_string(dir.path().join("results/cache/report.csv")).unwrap();
+    assert!(csv
+        .lines()
+        .next()
+        .unwrap()
+        .ends_with(",prompt_cache_hit_rate"));
+}
+
+#[test]
 fn real_llamacpp_answers_forced_into_one_word_are_caught_and_an_exact_twin_agrees() {
     let dir = tempfile::tempdir().unwrap();
     // The real engine under a default grammar that allows only "lambda ":
@@ -1473,6 +1527,86 @@ request_timeout = "30s"
         .find(|l| l.contains("w-in64-out8-c2"))
         .unwrap_or_else(|| panic!("{retry}"));
     assert!(line.trim_end().ends_with("run"), "{line}");
+}
+
+#[test]
+fn reasoning_is_timed_apart_from_the_answer_in_both_dialects_and_an_answerless_budget_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    // Eight reasoning tokens 20 ms apart, then the answer: the first token
+    // is reasoning, the first answer token is the ninth.
+    let text = r#"
+[campaign]
+name = "think"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--decode-step-ms", "20", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
+[[server]]
+id = "vllm-now"
+args = ["--reasoning-tokens", "8", "--reasoning-field", "reasoning"]
+[[server]]
+id = "older"
+args = ["--reasoning-tokens", "8", "--reasoning-field", "reasoning_content", "--reasoning-in-usage"]
+[[server]]
+id = "overthinker"
+args = ["--reasoning-tokens", "100"]
+[[workload]]
+name = "w"
+api = "chat"
+input_len = 64
+output_len = 16
+concurrency = 1
+num_requests = 3
+[run]
+baseline = "vllm-now"
+health_timeout = "30s"
+request_timeout = "30s"
+"#;
+    let p = write_campaign(dir.path(), text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "the answerless cell fails the run\n{out}\n{err}");
+    let stored = cells(&dir.path().join("results/think"));
+    for (server, from_usage) in [("vllm-now", false), ("older", true)] {
+        let cell = &stored[&format!("{server}/w-in64-out16-c1")];
+        assert_eq!(cell["status"], "ok", "{server}: {}", cell["failure"]);
+        let s = &cell["summary"];
+        assert_eq!(s["reasoning_tokens"], 3 * 8, "{server}");
+        for r in s["requests"].as_array().unwrap() {
+            let chunks = r["chunks"].as_array().unwrap();
+            let at = |i: usize| chunks[i][0].as_f64().unwrap();
+            // The first chunk of any kind is TTFT; the first answer chunk,
+            // after eight reasoning chunks, is the first-answer time.
+            assert_eq!(r["ttft_ms"].as_f64().unwrap(), at(0), "{server}");
+            assert_eq!(r["first_answer_ms"].as_f64().unwrap(), at(8), "{server}");
+            // The server cannot send the answer before its schedule.
+            assert!(at(8) - at(0) >= 8.0 * 20.0 * 0.95, "{server}: {r}");
+            assert_eq!(r["reasoning_tokens"], 8, "{server}");
+            assert_eq!(
+                r["reasoning_from_usage"].as_bool().unwrap_or(false),
+                from_usage
+            );
+            // The answer text is the answer only.
+            let words = r["output"]["text"]
+                .as_str()
+                .unwrap()
+                .split_whitespace()
+                .count();
+            assert_eq!(words, 8, "{server}: {r}");
+        }
+        let ttfa = s["ttfa_ms"]["p50"].as_f64().unwrap();
+        let ttft = s["ttft_ms"]["p50"].as_f64().unwrap();
+        assert!(ttfa >= ttft + 150.0, "{server}: {ttft} → {ttfa}");
+    }
+    let over = &stored["overthinker/w-in64-out16-c1"];
+    assert_eq!(over["status"], "failed", "{over}");
+    assert_eq!(over["failure"]["class"], "reasoning_exhausted");
+    let detail = over["failure"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("no answer: reasoning used 16 of the 16 output tokens"),
+        "{detail}"
+    );
 }
 
 #[test]

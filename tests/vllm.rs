@@ -56,6 +56,13 @@ output_len = 16
 concurrency = [1, 2]
 num_requests = 2
 [[workload]]
+name = "prefix"
+input_len = 400
+shared_prefix = 384
+output_len = 16
+concurrency = 1
+num_requests = 2
+[[workload]]
 name = "len"
 input_len = 100
 output_len = 24
@@ -120,7 +127,22 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
     assert_eq!(code, 3, "{stdout}\n{stderr}");
     assert!(marked(&marker).is_empty(), "a server outlived the campaign");
     let all = cells(&root);
-    assert_eq!(all.len(), 8, "{:?}", all.keys().collect::<Vec<_>>());
+    assert_eq!(all.len(), 10, "{:?}", all.keys().collect::<Vec<_>>());
+    // Cached prompt tokens per request (usage prompt_tokens_details, which
+    // the adapter asks for): a shared prefix of three of the CPU build's
+    // 128-token blocks is served from the prefix cache, unique prompts are not.
+    for server in ["ar", "ngram"] {
+        let rate = |cell: &str| {
+            all[&format!("{server}/{cell}")]["summary"]["prompt_cache"]["hit_rate"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{server}/{cell}: no cached tokens reported"))
+        };
+        let (shared, unique) = (rate("prefix-in400-out16-c1"), rate("len-in100-out24-c1"));
+        assert!(
+            shared > unique + 0.2,
+            "{server}: shared {shared} vs unique {unique}"
+        );
+    }
     for server in ["ar", "ngram"] {
         assert_eq!(
             launches(&root.join(format!("logs/{server}.log"))),

@@ -277,7 +277,12 @@ impl Endpoint {
                             return;
                         }
                         match state.on_event(event) {
-                            Ok(ChunkInfo::Content { tokens }) => rec.push_chunk(at, tokens),
+                            Ok(ChunkInfo::Content { tokens, answer }) => {
+                                rec.push_chunk(at, tokens);
+                                if answer {
+                                    rec.note_answer(at);
+                                }
+                            }
                             Ok(ChunkInfo::Nothing) => {}
                             Err(f) => bad = Some(f),
                         }

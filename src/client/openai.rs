@@ -173,6 +173,17 @@ pub struct Usage {
     /// Prompt-token details (cached tokens from prefix caching).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens_details: Option<PromptTokensDetails>,
+    /// Completion-token details (reasoning tokens of reasoning models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+/// The `completion_tokens_details` object of `usage`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompletionTokensDetails {
+    /// Output tokens spent on reasoning before the answer.
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// The `prompt_tokens_details` object of `usage`.
@@ -183,21 +194,29 @@ pub struct PromptTokensDetails {
     pub cached_tokens: Option<u64>,
 }
 
-/// llama.cpp's per-response `timings`, of which the draft counters matter.
+/// llama.cpp's per-response `timings`: draft counters and prompt-cache reuse.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 struct Timings {
     #[serde(default)]
     draft_n: Option<u64>,
     #[serde(default)]
     draft_n_accepted: Option<u64>,
+    /// Prompt tokens taken from the slot's cache.
+    #[serde(default)]
+    cache_n: Option<u64>,
 }
 
+/// A chat stream's delta. Reasoning models stream their thinking apart
+/// from the answer: `reasoning` (current vLLM, SGLang's newer parsers) or
+/// `reasoning_content` (older vLLM, SGLang, llama.cpp).
 #[derive(Deserialize)]
 struct Delta<'a> {
     #[serde(default, borrow)]
     content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -227,6 +246,8 @@ pub enum ChunkInfo {
     Content {
         /// Tokens in this chunk (from continuous usage, else 1).
         tokens: u32,
+        /// Whether it carries answer text (not only reasoning).
+        answer: bool,
     },
     /// Role-only, usage-only or otherwise empty.
     Nothing,
@@ -242,6 +263,10 @@ pub struct StreamState {
     last_completion: u64,
     draft_n: Option<u64>,
     draft_accepted: Option<u64>,
+    cache_n: Option<u64>,
+    /// Tokens of chunks that carried reasoning and no answer.
+    reasoning_chunk_tokens: u64,
+    answered: bool,
     /// The answer text, accumulated only when asked for.
     pub text: Option<String>,
 }
@@ -287,14 +312,21 @@ impl StreamState {
                 self.draft_n = t.draft_n;
                 self.draft_accepted = t.draft_n_accepted;
             }
+            if t.cache_n.is_some() {
+                self.cache_n = t.cache_n;
+            }
         }
-        let has_content = chunk.choices.iter().any(|c| {
-            let non_empty = |s: &Option<Cow<str>>| s.as_deref().is_some_and(|s| !s.is_empty());
-            non_empty(&c.text)
-                || c.delta
+        let non_empty = |s: &Option<Cow<str>>| s.as_deref().is_some_and(|s| !s.is_empty());
+        let answer = chunk
+            .choices
+            .iter()
+            .any(|c| non_empty(&c.text) || c.delta.as_ref().is_some_and(|d| non_empty(&d.content)));
+        let has_content = answer
+            || chunk.choices.iter().any(|c| {
+                c.delta
                     .as_ref()
-                    .is_some_and(|d| non_empty(&d.content) || non_empty(&d.reasoning_content))
-        });
+                    .is_some_and(|d| non_empty(&d.reasoning_content) || non_empty(&d.reasoning))
+            });
         if let (Some(text), true) = (self.text.as_mut(), has_content) {
             for c in &chunk.choices {
                 if let Some(t) = c.text.as_deref() {
@@ -315,8 +347,12 @@ impl StreamState {
             self.last_completion = self.last_completion.max(u.completion_tokens);
             self.usage = Some(u);
         }
+        if has_content && !answer {
+            self.reasoning_chunk_tokens += u64::from(tokens);
+        }
+        self.answered |= answer;
         Ok(if has_content {
-            ChunkInfo::Content { tokens }
+            ChunkInfo::Content { tokens, answer }
         } else {
             ChunkInfo::Nothing
         })
@@ -331,6 +367,12 @@ impl StreamState {
             rec.input_tokens = Some(u.prompt_tokens);
             rec.output_tokens = Some(u.completion_tokens);
             rec.cached_tokens = u.prompt_tokens_details.and_then(|d| d.cached_tokens);
+            rec.reasoning_tokens = u.completion_tokens_details.and_then(|d| d.reasoning_tokens);
+            rec.reasoning_from_usage = rec.reasoning_tokens.is_some();
+        }
+        rec.cached_tokens = rec.cached_tokens.or(self.cache_n);
+        if rec.reasoning_tokens.is_none() && self.reasoning_chunk_tokens > 0 {
+            rec.reasoning_tokens = Some(self.reasoning_chunk_tokens);
         }
         rec.tokens_per_chunk_from_server = self.continuous;
         if !self.done {
@@ -351,6 +393,16 @@ impl StreamState {
         if rec.output_tokens.is_none() {
             rec.output_tokens = Some(rec.chunks.iter().map(|c| c.1 as u64).sum());
         }
+        if !self.answered && self.reasoning_chunk_tokens > 0 {
+            return Outcome::Failed(Failure::new(
+                FailureClass::ReasoningExhausted,
+                format!(
+                    "no answer: reasoning used {} of the {} output tokens; raise max_tokens or lower the reasoning effort",
+                    rec.reasoning_tokens.unwrap_or(self.reasoning_chunk_tokens),
+                    rec.output_tokens.unwrap_or(0),
+                ),
+            ));
+        }
         Outcome::Ok
     }
 }
@@ -365,7 +417,13 @@ mod tests {
         let role = br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#;
         assert_eq!(s.on_event(role).unwrap(), ChunkInfo::Nothing);
         let c = br#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#;
-        assert_eq!(s.on_event(c).unwrap(), ChunkInfo::Content { tokens: 1 });
+        assert_eq!(
+            s.on_event(c).unwrap(),
+            ChunkInfo::Content {
+                tokens: 1,
+                answer: true
+            }
+        );
         let usage = br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":3}},"timings":{"draft_n":4,"draft_n_accepted":3}}"#;
         assert_eq!(s.on_event(usage).unwrap(), ChunkInfo::Nothing);
         assert_eq!(s.on_event(b"[DONE]").unwrap(), ChunkInfo::Nothing);
@@ -387,8 +445,41 @@ mod tests {
             br#"{"choices":[{"text":"a b c"}],"usage":{"prompt_tokens":5,"completion_tokens":3}}"#;
         let b =
             br#"{"choices":[{"text":"d e"}],"usage":{"prompt_tokens":5,"completion_tokens":5}}"#;
-        assert_eq!(s.on_event(a).unwrap(), ChunkInfo::Content { tokens: 3 });
-        assert_eq!(s.on_event(b).unwrap(), ChunkInfo::Content { tokens: 2 });
+        let content = |tokens| ChunkInfo::Content {
+            tokens,
+            answer: true,
+        };
+        assert_eq!(s.on_event(a).unwrap(), content(3));
+        assert_eq!(s.on_event(b).unwrap(), content(2));
+    }
+
+    #[test]
+    fn reasoning_in_either_field_is_content_but_not_answer_and_llamacpp_cache_counts() {
+        let mut s = StreamState::default();
+        for field in ["reasoning", "reasoning_content"] {
+            let c = format!(r#"{{"choices":[{{"index":0,"delta":{{"{field}":"hmm"}}}}]}}"#);
+            assert_eq!(
+                s.on_event(c.as_bytes()).unwrap(),
+                ChunkInfo::Content {
+                    tokens: 1,
+                    answer: false
+                }
+            );
+        }
+        let end = br#"{"choices":[],"timings":{"cache_n":48,"prompt_n":16}}"#;
+        assert_eq!(s.on_event(end).unwrap(), ChunkInfo::Nothing);
+        s.on_event(b"[DONE]").unwrap();
+        let mut rec = RequestRecord::new(0.0, 0.0);
+        rec.push_chunk(1.0, 1);
+        rec.push_chunk(2.0, 1);
+        // Reasoning and no answer: the budget went to thinking.
+        let Outcome::Failed(f) = s.finish(&mut rec) else {
+            panic!("an answerless stream is not ok")
+        };
+        assert_eq!(f.class, FailureClass::ReasoningExhausted);
+        assert_eq!(rec.reasoning_tokens, Some(2));
+        assert!(!rec.reasoning_from_usage);
+        assert_eq!(rec.cached_tokens, Some(48));
     }
 
     #[test]

@@ -36,6 +36,17 @@ pub struct RequestRecord {
     pub sent_ms: f64,
     /// Send → first content chunk, ms; absent if none arrived.
     pub ttft_ms: Option<f64>,
+    /// Send → first chunk carrying answer text (not only reasoning), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_answer_ms: Option<f64>,
+    /// Output tokens spent on reasoning: the usage's
+    /// `completion_tokens_details.reasoning_tokens`, else counted from the
+    /// chunks that carried only reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    /// Whether `reasoning_tokens` came from the server's usage.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reasoning_from_usage: bool,
     /// Send → last byte of the response, ms.
     pub e2e_ms: Option<f64>,
     /// `[ms since send, tokens]` for every content chunk.
@@ -127,6 +138,9 @@ impl RequestRecord {
             scheduled_ms,
             sent_ms,
             ttft_ms: None,
+            first_answer_ms: None,
+            reasoning_tokens: None,
+            reasoning_from_usage: false,
             e2e_ms: None,
             chunks: Vec::new(),
             planned_input_tokens: None,
@@ -155,6 +169,14 @@ impl RequestRecord {
             self.ttft_ms = Some(at_ms);
         }
         self.chunks.push((at_ms, tokens));
+    }
+
+    /// Note a chunk that carried answer text: the first one is the time to
+    /// the first answer token (after any reasoning).
+    pub fn note_answer(&mut self, at_ms: f64) {
+        if self.first_answer_ms.is_none() {
+            self.first_answer_ms = Some(at_ms);
+        }
     }
 
     /// Record the outcome and the end time.

@@ -309,6 +309,15 @@ impl EngineError {
     }
 }
 
+/// Whether the campaign's own `args` name a flag containing `name` (its
+/// `--no-` form included), so a flag servebench adds for its own needs
+/// defers to the campaign's choice.
+pub(crate) fn mentions(spec: &ServerSpec, name: &str) -> bool {
+    spec.extra_args
+        .iter()
+        .any(|a| a.starts_with("--") && a.contains(name))
+}
+
 /// Build the argv to start `spec` (program first). `self_exe` is this
 /// servebench executable, used by the simulator engine.
 pub fn command_line(spec: &ServerSpec, self_exe: &str) -> Result<Vec<String>, EngineError> {
@@ -812,7 +821,19 @@ mod tests {
             let shared = ["--host", "127.0.0.1", "--port", "30000"];
             let named = ["--served-model-name", "m", tp, "1"];
             want.extend(shared.into_iter().chain(named).map(String::from));
+            // Asked of every server: per-request cached prompt tokens.
+            want.push(match engine {
+                EngineKind::Sglang => "--enable-cache-report".into(),
+                _ => "--enable-prompt-tokens-details".into(),
+            });
             assert_eq!(command_line(&test_spec(engine), "x").unwrap(), want);
+            // A campaign that says otherwise is followed.
+            let mut own = test_spec(engine);
+            own.extra_args = vec!["--no-enable-prompt-tokens-details".into()];
+            let line = command_line(&own, "x").unwrap();
+            if engine == EngineKind::Vllm {
+                assert!(!line.contains(&"--enable-prompt-tokens-details".to_string()));
+            }
         }
     }
 

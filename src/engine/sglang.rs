@@ -25,8 +25,9 @@ const FLAGS: ServerFlags = ServerFlags {
 };
 
 /// Every flag this adapter can emit, as spelled in `server_args.py`.
-pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<18>(&[
+pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<19>(&[
     "--model-path",
+    "--enable-cache-report",
     "--speculative-algorithm",
     "--speculative-draft-model-path",
     "--speculative-num-steps",
@@ -48,6 +49,10 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
     let mut a = Vec::new();
     push(&mut a, "--model-path", &spec.model_path);
     push_server_flags(spec, &FLAGS, &mut a)?;
+    // Per-request cached prompt tokens in the usage, unless the campaign says otherwise.
+    if !super::mentions(spec, "enable-cache-report") {
+        a.push("--enable-cache-report".into());
+    }
     if let Some(s) = &spec.speculative {
         speculative(s, &mut a).map_err(err)?;
     }

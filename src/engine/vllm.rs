@@ -29,7 +29,8 @@ const FLAGS: ServerFlags = ServerFlags {
 };
 
 /// Every flag this adapter can emit, as spelled in `arg_utils.py` and `cli_args.py`.
-pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<8>(&["--speculative-config"]);
+pub const KNOWN_FLAGS: &[&str] =
+    &FLAGS.known_flags::<9>(&["--speculative-config", "--enable-prompt-tokens-details"]);
 
 /// Smallest n-gram the prompt-lookup proposer matches. vLLM's own fallback
 /// (5 and 5) is marked arbitrary in its source; 2..4 follows the range of
@@ -49,6 +50,10 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
     let err = |m: String| EngineError::new(spec.engine, m);
     let mut a = vec![spec.model_path.clone()];
     push_server_flags(spec, &FLAGS, &mut a)?;
+    // Per-request cached prompt tokens in the usage, unless the campaign says otherwise.
+    if !super::mentions(spec, "enable-prompt-tokens-details") {
+        a.push("--enable-prompt-tokens-details".into());
+    }
     if let Some(s) = &spec.speculative {
         if let Some(config) = speculative_config(s).map_err(err)? {
             // One argv element: vLLM parses the value with json.loads.

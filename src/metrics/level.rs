@@ -77,12 +77,53 @@ pub struct LevelSummary {
     /// Requests in flight during the measured part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_flight: Option<InFlight>,
+    /// Output tokens the completed requests spent on reasoning, where any did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    /// Prompt tokens served from the prefix cache, where the server says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<PromptCache>,
     /// Reasons the completed requests' numbers are not believable (see
     /// `metrics::judge`); empty when they are.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suspicious: Vec<String>,
     /// Every measured request's raw record.
     pub requests: Vec<RequestRecord>,
+}
+
+/// Prompt tokens the server took from its prefix cache, per level.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PromptCache {
+    /// Completed requests whose server reported cached tokens.
+    pub requests: usize,
+    /// Their prompt tokens taken from the cache.
+    pub cached_tokens: u64,
+    /// Their prompt tokens.
+    pub prompt_tokens: u64,
+    /// `cached_tokens / prompt_tokens`.
+    pub hit_rate: f64,
+}
+
+impl PromptCache {
+    /// Over the completed requests that report cached tokens; `None` when none does.
+    pub fn of<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -> Option<PromptCache> {
+        let (mut n, mut cached, mut prompt) = (0, 0, 0);
+        for r in records.into_iter().filter(|r| r.is_ok()) {
+            let (Some(c), Some(p)) = (r.cached_tokens, r.input_tokens.or(r.planned_input_tokens))
+            else {
+                continue;
+            };
+            n += 1;
+            cached += c.min(p);
+            prompt += p;
+        }
+        (n > 0 && prompt > 0).then(|| PromptCache {
+            requests: n,
+            cached_tokens: cached,
+            prompt_tokens: prompt,
+            hit_rate: cached as f64 / prompt as f64,
+        })
+    }
 }
 
 /// Requests in flight from the client's side during the measured window:
@@ -288,6 +329,8 @@ pub fn summarize(
         },
         source: None,
         in_flight: InFlight::of(&records),
+        reasoning_tokens: sum_opt(|r| r.reasoning_tokens).filter(|n| *n > 0),
+        prompt_cache: PromptCache::of(&records),
         suspicious: Vec::new(),
         requests: records,
     }

@@ -28,7 +28,10 @@ pub mod stats;
 /// One sentence per metric, copied into every result file.
 pub fn definitions() -> Vec<(&'static str, &'static str)> {
     vec![
-        ("ttft_ms", "Time to first token: from sending the request to the arrival of the first content-bearing chunk (role-only and usage-only chunks excluded), in ms."),
+        ("ttft_ms", "Time to first token: from sending the request to the arrival of the first content-bearing chunk, reasoning or answer (role-only and usage-only chunks excluded), in ms."),
+        ("ttfa_ms", "Time to first answer token: from sending the request to the first chunk carrying answer text (delta.content or text) rather than only reasoning (delta.reasoning or delta.reasoning_content), in ms; reported where requests streamed reasoning first, else equal to TTFT."),
+        ("reasoning_tokens", "Output tokens a reasoning model spent thinking before its answer: the usage's completion_tokens_details.reasoning_tokens where the server gives it, else the tokens of the chunks that carried only reasoning. Answer tokens are output tokens minus reasoning tokens. TPOT, ITL and decode speed cover every output token, reasoning included. A request that streamed reasoning and no answer failed as reasoning_exhausted."),
+        ("prompt_cache_hit_rate", "Share of the prompt tokens of a level's completed requests that the server took from its prefix cache, over the requests whose server reported it (usage prompt_tokens_details.cached_tokens, llama.cpp timings.cache_n)."),
         ("e2e_ms", "End-to-end latency: from sending the request to the last byte of the response, in ms."),
         ("tpot_ms", "Time per output token: (E2E - TTFT) / (output tokens - 1), per request with at least 2 output tokens, in ms."),
         ("itl_ms", "Inter-chunk latency: gaps between consecutive content chunks of a request, pooled over requests, in ms."),

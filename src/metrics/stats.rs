@@ -82,6 +82,9 @@ pub fn decode_tok_s(r: &RequestRecord) -> Option<f64> {
 pub struct LatencyStats {
     /// Time to first token.
     pub ttft_ms: Option<Stats>,
+    /// Time to first answer token, where a request streamed reasoning first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfa_ms: Option<Stats>,
     /// Time per output token.
     pub tpot_ms: Option<Stats>,
     /// Inter-chunk latency.
@@ -104,8 +107,12 @@ pub fn latency_stats<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -
         Vec::new(),
         Vec::new(),
     );
+    let mut ttfa = Vec::new();
+    let mut reasoned = false;
     for r in records.into_iter().filter(|r| r.is_ok()) {
         ttft.extend(r.ttft_ms);
+        ttfa.extend(r.first_answer_ms);
+        reasoned |= r.reasoning_tokens.is_some_and(|n| n > 0);
         e2e.extend(r.e2e_ms);
         tpot.extend(tpot_ms(r));
         dec.extend(decode_tok_s(r));
@@ -125,6 +132,12 @@ pub fn latency_stats<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -
     }
     LatencyStats {
         ttft_ms: Stats::from_values(ttft),
+        // Only where some answer came after reasoning: otherwise it is TTFT.
+        ttfa_ms: if reasoned {
+            Stats::from_values(ttfa)
+        } else {
+            None
+        },
         tpot_ms: Stats::from_values(tpot),
         itl_ms: Stats::from_values(itl),
         itl_per_token_ms: Stats::from_values(itl_tok),

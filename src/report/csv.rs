@@ -9,7 +9,7 @@ use super::Exporter;
 pub struct CsvExporter;
 
 /// The columns, in order.
-pub const COLUMNS: [&str; 35] = [
+pub const COLUMNS: [&str; 39] = [
     "server_id",
     "cell_name",
     "point",
@@ -45,6 +45,10 @@ pub const COLUMNS: [&str; 35] = [
     "usable",
     "identity",
     "output_identical",
+    "in_flight",
+    "ttfa_p50_ms",
+    "reasoning_tokens",
+    "prompt_cache_hit_rate",
 ];
 
 /// Quote a field when it holds a separator, quote or line break (RFC 4180).
@@ -103,6 +107,12 @@ fn row(c: &CellRow) -> Vec<String> {
         c.usable.to_string(),
         c.identity.clone(),
         num(c.output_identical),
+        num(c.in_flight),
+        num(c.ttfa_p50_ms),
+        c.reasoning_tokens
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
+        num(c.prompt_cache_hit_rate),
     ]
 }
 

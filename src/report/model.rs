@@ -170,6 +170,15 @@ pub struct CellRow {
     /// `metrics::level::under_load`): shown, never drawn or recommended.
     #[serde(default)]
     pub under_loaded: Option<String>,
+    /// Time to first answer token p50, ms, where requests reasoned first.
+    #[serde(default)]
+    pub ttfa_p50_ms: Option<f64>,
+    /// Output tokens spent on reasoning.
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
+    /// Share of prompt tokens served from the prefix cache.
+    #[serde(default)]
+    pub prompt_cache_hit_rate: Option<f64>,
 }
 
 /// One (server, workload point), aggregated over its repetitions.
@@ -858,6 +867,9 @@ fn cell_row(
         output_identical: None,
         in_flight: s.and_then(|s| s.in_flight).map(|f| f.mean),
         under_loaded: s.and(under_loaded(c)),
+        ttfa_p50_ms: s.and_then(|s| s.latency.ttfa_ms).map(|x| x.p50),
+        reasoning_tokens: s.and_then(|s| s.reasoning_tokens),
+        prompt_cache_hit_rate: s.and_then(|s| s.prompt_cache).map(|p| p.hit_rate),
     }
 }
 

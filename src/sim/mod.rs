@@ -105,6 +105,18 @@ pub struct SimConfig {
     /// reject gives: fast, with the right acceptance, and wrong.
     #[arg(long)]
     pub wrong_drafts: bool,
+    /// A reasoning model: the first this many output tokens of every chat
+    /// answer are thinking, streamed apart from the answer.
+    #[arg(long, default_value_t = 0)]
+    pub reasoning_tokens: u64,
+    /// The delta field reasoning streams in: `reasoning` (current vLLM) or
+    /// `reasoning_content` (older vLLM, SGLang, llama.cpp).
+    #[arg(long, default_value = "reasoning", value_parser = ["reasoning", "reasoning_content"])]
+    pub reasoning_field: String,
+    /// Report reasoning tokens in the usage's `completion_tokens_details`
+    /// (vLLM does not; OpenAI does).
+    #[arg(long)]
+    pub reasoning_in_usage: bool,
     /// Fault: /health answers 503 for this long after start, ms.
     #[arg(long, default_value_t = 0)]
     pub startup_delay_ms: u64,
@@ -719,12 +731,18 @@ impl Generation {
     }
 
     fn usage_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut u = serde_json::json!({
             "prompt_tokens": self.prompt,
             "completion_tokens": self.emitted,
             "total_tokens": self.prompt + self.emitted,
             "prompt_tokens_details": {"cached_tokens": 0},
-        })
+        });
+        let cfg = &self.shared.cfg;
+        if cfg.reasoning_in_usage && self.chat && cfg.reasoning_tokens > 0 {
+            u["completion_tokens_details"] =
+                serde_json::json!({"reasoning_tokens": self.emitted.min(cfg.reasoning_tokens)});
+        }
+        u
     }
 
     fn finish_reason(&self) -> &'static str {
@@ -767,10 +785,24 @@ impl Generation {
                 false,
             ),
             Event::Tokens(k) => {
-                let text = self.text(self.emitted - k, k);
+                let first = self.emitted - k;
                 let choice = if self.chat {
-                    serde_json::json!({"index": 0, "delta": {"content": text}, "finish_reason": null})
+                    // Tokens before `reasoning_tokens` are thinking, in their
+                    // own field; a chunk across the boundary carries both.
+                    let cut = self.shared.cfg.reasoning_tokens.clamp(first, first + k);
+                    let mut delta = serde_json::Map::new();
+                    if cut > first {
+                        delta.insert(
+                            self.shared.cfg.reasoning_field.clone(),
+                            self.text(first, cut - first).into(),
+                        );
+                    }
+                    if cut < first + k {
+                        delta.insert("content".into(), self.text(cut, first + k - cut).into());
+                    }
+                    serde_json::json!({"index": 0, "delta": delta, "finish_reason": null})
                 } else {
+                    let text = self.text(first, k);
                     serde_json::json!({"index": 0, "text": text, "logprobs": null, "finish_reason": null})
                 };
                 self.chunk(choice, self.continuous)
