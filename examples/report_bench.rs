@@ -130,6 +130,7 @@ fn main() -> anyhow::Result<()> {
                 server_run: None,
                 summary: (!failed).then_some(summary),
                 telemetry: None,
+                engine_build: None,
                 definitions: BTreeMap::new(),
             })?;
         }

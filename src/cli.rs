@@ -146,6 +146,10 @@ pub struct SelectArgs {
     /// remaining cells are skipped with the crash as the reason).
     #[arg(long)]
     pub retry_crashed: bool,
+    /// Keep stored cells measured on another engine build (by default an
+    /// engine upgrade makes them stale).
+    #[arg(long)]
+    pub reuse_across_versions: bool,
     /// Results of an earlier campaign with the same model and engine (a results directory or one campaign's folder): ETAs learn from its cells; repeatable.
     #[arg(long, value_name = "DIR")]
     pub prior_results: Vec<PathBuf>,

@@ -496,6 +496,14 @@ request_timeout = "120s"
             .as_f64()
             .unwrap_or_else(|| panic!("{cell}: {}", c["summary"]))
     };
+    // The build llama-server reports is stored with every cell.
+    for (name, c) in &stored {
+        let v = c["engine_build"]["version"].as_str().unwrap_or_default();
+        assert!(
+            v.starts_with("version: ") && v.contains("xllamacpp"),
+            "{name}: {v}"
+        );
+    }
     let (shared, unique) = (rate("prefix-in256-out4-c1"), rate("unique-in256-out4-c1"));
     assert!(shared > 0.5, "shared prefix hit rate {shared}");
     assert!(shared > unique + 0.3, "shared {shared} vs unique {unique}");
@@ -1606,6 +1614,96 @@ request_timeout = "30s"
     assert!(
         detail.contains("no answer: reasoning used 16 of the 16 output tokens"),
         "{detail}"
+    );
+}
+
+#[test]
+fn an_engine_upgrade_makes_stored_cells_stale_with_the_versions_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = |version: &str| {
+        format!(
+            r#"
+[campaign]
+name = "upgrade"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
+version_command = ["sh", "-c", "echo 'sim-engine {version}'"]
+[[server]]
+id = "s"
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 4
+concurrency = [1, 2]
+num_requests = 2
+"#
+        )
+    };
+    let p = write_campaign(dir.path(), &text("0.5.9"));
+    let (code, plan, _) = run(&["plan", p.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        plan.contains("engine build: 0.5.9 (from `sh -c echo 'sim-engine 0.5.9'`)"),
+        "{plan}"
+    );
+    let (code, _, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let root = dir.path().join("results/upgrade");
+    for (name, c) in cells(&root) {
+        assert_eq!(c["engine_build"]["version"], "0.5.9", "{name}");
+    }
+    // The engine was upgraded: every stored cell is stale, saying why.
+    write_campaign(dir.path(), &text("0.5.11"));
+    let (_, plan, _) = run(&["plan", p.to_str().unwrap()]);
+    let stale = plan
+        .lines()
+        .filter(|l| {
+            l.contains("stale: engine version 0.5.9 → 0.5.11; --reuse-across-versions keeps it")
+        })
+        .count();
+    assert_eq!(stale, 2, "{plan}");
+    let (_, kept, _) = run(&["plan", p.to_str().unwrap(), "--reuse-across-versions"]);
+    let cached = kept
+        .lines()
+        .filter(|l| l.trim_end().ends_with(" cached"))
+        .count();
+    assert_eq!(cached, 2, "{kept}");
+    let (code, _, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("2 cells to run"),
+        "re-measured on the new build: {err}"
+    );
+    for (name, c) in cells(&root) {
+        assert_eq!(c["engine_build"]["version"], "0.5.11", "{name}");
+    }
+    let md = std::fs::read_to_string(root.join("report.md")).unwrap();
+    assert!(md.contains("Engine build: `0.5.11` (2 cells)."), "{md}");
+    // A declared version that the engine contradicts is said, with both.
+    let declared = text("0.5.11").replace("[engine]\n", "[engine]\nversion = \"0.6.0\"\n");
+    write_campaign(dir.path(), &declared);
+    let (_, plan, _) = run(&["plan", p.to_str().unwrap()]);
+    assert!(
+        plan.contains("warning: [engine] version says 0.6.0 but the engine reports 0.5.11"),
+        "{plan}"
+    );
+    // Without a version command the simulator is asked with --version.
+    let plain = text("x").replace(
+        "version_command = [\"sh\", \"-c\", \"echo 'sim-engine x'\"]\n",
+        "",
+    );
+    write_campaign(dir.path(), &plain);
+    let (_, plan, _) = run(&["plan", p.to_str().unwrap()]);
+    assert!(
+        plan.contains(&format!(
+            "engine build: {} (from `",
+            env!("CARGO_PKG_VERSION")
+        )) && plan.contains(" --version`)"),
+        "{plan}"
     );
 }
 

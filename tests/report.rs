@@ -184,6 +184,7 @@ fn cell(
         server_run: None,
         summary,
         telemetry: None,
+        engine_build: None,
         definitions: BTreeMap::new(),
     }
 }

@@ -128,6 +128,11 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
     assert!(marked(&marker).is_empty(), "a server outlived the campaign");
     let all = cells(&root);
     assert_eq!(all.len(), 10, "{:?}", all.keys().collect::<Vec<_>>());
+    // The build `vllm --version` reports is stored with every cell.
+    for (name, c) in &all {
+        let v = c["engine_build"]["version"].as_str().unwrap_or_default();
+        assert!(v.starts_with("0."), "{name}: {}", c["engine_build"]);
+    }
     // Cached prompt tokens per request (usage prompt_tokens_details, which
     // the adapter asks for): a shared prefix of three of the CPU build's
     // 128-token blocks is served from the prefix cache, unique prompts are not.

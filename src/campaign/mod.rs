@@ -131,6 +131,9 @@ pub struct RawEngine {
     /// Engine version, part of every cell's identity when given.
     #[serde(default)]
     pub version: Option<String>,
+    /// How to ask the engine for its build (argv), instead of its usual `--version`.
+    #[serde(default)]
+    pub version_command: Option<Spanned<Vec<String>>>,
     /// Name of the environment variable holding the API key sent as a bearer
     /// token with every request (the key itself never goes in the file).
     #[serde(default)]

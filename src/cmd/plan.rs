@@ -26,6 +26,9 @@ pub fn plan_options(
         force: s.force,
         rerun_failed: s.rerun_failed,
         retry_crashed: s.retry_crashed,
+        engine_build: None,
+        engine_build_error: None,
+        reuse_across_versions: s.reuse_across_versions,
         prior_results: s.prior_results.clone(),
         // About a tenth of a second, so only where the CPU priors are used.
         cpu: (servers_run_here(c, local) && plan::eta::uses_cpu_priors(c))
@@ -49,13 +52,37 @@ pub fn job_args(s: &cli::SelectArgs) -> Vec<String> {
     if s.retry_crashed {
         v.push("--retry-crashed".into());
     }
+    if s.reuse_across_versions {
+        v.push("--reuse-across-versions".into());
+    }
     v
+}
+
+/// Ask the engine of `c` for its build, where its servers run on this
+/// machine (a Slurm or ssh job asks on its own node, under `run --local`).
+pub fn detect_engine(c: &campaign::Campaign, opts: &mut plan::PlanOptions, local: bool) {
+    if !servers_run_here(c, local) {
+        return;
+    }
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "servebench".into());
+    let cmd = c.engine_version_command.clone().or_else(|| {
+        crate::engine::version::version_command(c.engine.kind, &c.engine.executable, &exe)
+    });
+    if let Some(cmd) = cmd {
+        match crate::engine::version::detect(&cmd) {
+            Ok(b) => opts.engine_build = Some(b),
+            Err(e) => opts.engine_build_error = Some(e),
+        }
+    }
 }
 
 /// `servebench plan`: what would run, with estimates and launch commands.
 pub fn run(a: cli::PlanArgs) -> anyhow::Result<ExitCode> {
     let c = campaign::load_campaign(&a.campaign)?;
-    let opts = plan_options(&a.select, &c, false)?;
+    let mut opts = plan_options(&a.select, &c, false)?;
+    detect_engine(&c, &mut opts, false);
     let store = store::Store::new(&c.results_dir);
     let exe = std::env::current_exe()?.display().to_string();
     let p = plan::build(&c, &store.index(), &opts, &exe);

@@ -11,8 +11,10 @@ use crate::{campaign, cli, report, runner, store};
 /// `servebench run`: measure the campaign, then summarise and report.
 pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
     let c = campaign::load_campaign(&a.campaign)?;
+    let mut plan = super::plan::plan_options(&a.select, &c, a.local)?;
+    super::plan::detect_engine(&c, &mut plan, a.local);
     let opts = runner::RunOptions {
-        plan: super::plan::plan_options(&a.select, &c, a.local)?,
+        plan,
         fail_fast: a.fail_fast,
         dry_run: a.dry_run,
         parallel: a.parallel as usize,

@@ -10,6 +10,7 @@
 pub mod llamacpp;
 pub mod placeholders;
 pub mod sglang;
+pub mod version;
 pub mod vllm;
 
 use std::collections::BTreeMap;

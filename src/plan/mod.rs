@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::campaign::resolve::Search;
 use crate::campaign::{Campaign, ServerConfig, WorkloadPoint};
+use crate::engine::version::EngineBuild;
 use crate::engine::{self, ServerSpec};
 use crate::search::{self, Outcome, SearchSpec, Step};
 use crate::store::identity::{cell_identity, model_config_digest};
@@ -35,6 +36,8 @@ pub enum Verdict {
     Stale,
     /// Cannot run; the reason says why.
     Skip(String),
+    /// A result is stored, measured on another engine build; measure again.
+    NewVersion(String),
     /// Its server crashed on the last run: not launched again unless asked
     /// (`--retry-crashed`); the reason names the crash.
     CrashedBefore(String),
@@ -45,7 +48,7 @@ pub enum Verdict {
 impl Verdict {
     /// Whether `run` measures this cell.
     pub fn runs(&self) -> bool {
-        matches!(self, Verdict::Run | Verdict::Stale)
+        matches!(self, Verdict::Run | Verdict::Stale | Verdict::NewVersion(_))
     }
 
     /// A short label for tables.
@@ -55,6 +58,7 @@ impl Verdict {
             Verdict::Cached => "cached".into(),
             Verdict::Stale => "stale".into(),
             Verdict::Skip(r) => format!("skip: {r}"),
+            Verdict::NewVersion(r) => format!("stale: {r}"),
             Verdict::CrashedBefore(r) => format!("skip: {r}"),
             Verdict::Enough(r) => format!("not needed: {r}"),
         }
@@ -133,6 +137,8 @@ pub struct ServerGroup {
     pub memory: Option<feasibility::MemorySummary>,
     /// KV capacity the engine itself reported in an earlier run, tokens.
     pub reported_kv_tokens: Option<u64>,
+    /// The engine build its cells are measured on, when found.
+    pub engine_build: Option<EngineBuild>,
     /// Its cells.
     pub cells: Vec<PlannedCell>,
     /// Its SLO searches.
@@ -192,6 +198,11 @@ pub struct Plan {
     pub unreadable: Vec<String>,
     /// This machine's CPU speed, where the ETAs of CPU servers use it.
     pub cpu: Option<eta::CpuSpeed>,
+    /// The engine build found before planning.
+    pub engine_build: Option<EngineBuild>,
+    /// What to say about the engine build: how it was found, why it was
+    /// not, or how it disagrees with the declared version.
+    pub engine_notes: Vec<String>,
     /// The estimator behind the ETAs, for refining them while the campaign runs.
     #[serde(skip)]
     pub estimator: eta::Estimator,
@@ -208,6 +219,12 @@ pub struct PlanOptions {
     pub rerun_failed: bool,
     /// `--retry-crashed`: launch again a server that crashed on the last run.
     pub retry_crashed: bool,
+    /// The engine build found before planning (see `engine::version`).
+    pub engine_build: Option<EngineBuild>,
+    /// Why the engine build could not be found, when it could not.
+    pub engine_build_error: Option<String>,
+    /// `--reuse-across-versions`: keep cells measured on another engine build.
+    pub reuse_across_versions: bool,
     /// Results of earlier campaigns (same model and engine) the ETAs learn from.
     pub prior_results: Vec<PathBuf>,
     /// This machine's CPU speed, when probed ([`eta::CpuSpeed`]); `None`:
@@ -331,6 +348,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             .find_map(|l| l.max_total_num_tokens.or(l.kv_cache_tokens));
         groups.push(ServerGroup {
             reported_kv_tokens,
+            engine_build: opts.engine_build.clone(),
             startup_eta_s: est.startup_s(&s.id),
             eta_basis: est
                 .speeds
@@ -358,8 +376,31 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             .map(|(p, e)| format!("{}: {e}", p.display()))
             .collect(),
         cpu: opts.cpu,
+        engine_build: opts.engine_build.clone(),
+        engine_notes: engine_notes(c, opts),
         estimator: est,
     }
+}
+
+/// The plan's lines about the engine build.
+fn engine_notes(c: &Campaign, opts: &PlanOptions) -> Vec<String> {
+    let mut out = Vec::new();
+    match (&opts.engine_build, &opts.engine_build_error) {
+        (Some(b), _) => {
+            out.push(format!("engine build: {} (from `{}`)", b.version, b.source));
+            if let Some(declared) = &c.engine.version {
+                if !b.version.contains(declared.as_str()) {
+                    out.push(format!(
+                        "warning: [engine] version says {declared} but the engine reports {}",
+                        b.version
+                    ));
+                }
+            }
+        }
+        (None, Some(e)) => out.push(format!("engine build not detected: {e}")),
+        (None, None) => {}
+    }
+    out
 }
 
 /// The plan's lines for one search.
@@ -550,6 +591,15 @@ fn stored_verdict(
     if let Some(stored) = index.by_identity.get(identity) {
         let measured = stored.status.is_measured();
         let rerun = opts.force || (opts.rerun_failed && stored.status.is_failure());
+        // Numbers of another engine build are not this build's.
+        if let (Some(then), Some(now)) = (&stored.engine_build, &opts.engine_build) {
+            if measured && then.version != now.version && !opts.reuse_across_versions {
+                return Verdict::NewVersion(format!(
+                    "engine version {} → {}; --reuse-across-versions keeps it",
+                    then.version, now.version
+                ));
+            }
+        }
         if measured && !rerun {
             return Verdict::Cached;
         }
@@ -708,6 +758,13 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
         out.push_str(&cpu.describe());
         out.push_str("\n\n");
     }
+    for n in &plan.engine_notes {
+        out.push_str(n);
+        out.push('\n');
+    }
+    if !plan.engine_notes.is_empty() {
+        out.push('\n');
+    }
     for g in &plan.groups {
         let eta = g.eta_s();
         total += eta;
@@ -791,7 +848,7 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
                     .entry(match c.verdict {
                         Verdict::Run => "run",
                         Verdict::Cached => "cached",
-                        Verdict::Stale => "stale",
+                        Verdict::Stale | Verdict::NewVersion(_) => "stale",
                         Verdict::Skip(_) => "skip",
                         Verdict::CrashedBefore(_) => "skip (crashed before)",
                         Verdict::Enough(_) => "not needed",

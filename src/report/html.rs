@@ -135,6 +135,9 @@ impl Exporter for HtmlExporter {
         if let Some(t) = &r.measured_until {
             meta.push(format!("last cell finished {}", esc(t)));
         }
+        for (v, n) in &r.engine_builds {
+            meta.push(format!("engine build <code>{}</code> ({n} cells)", esc(v)));
+        }
         let _ = write!(s, r#"<p class="meta">{}</p>"#, meta.join(" · "));
 
         s.push_str(r#"<h2 id="recommendation">Recommendation</h2><ul class="rec">"#);

@@ -48,6 +48,14 @@ impl Exporter for MarkdownExporter {
         if let Some(t) = &r.measured_until {
             out.push_str(&format!("Last cell finished at {t}. Throughput per GPU divides by the server's TP size.\n\n"));
         }
+        if !r.engine_builds.is_empty() {
+            let b: Vec<String> = r
+                .engine_builds
+                .iter()
+                .map(|(v, n)| format!("`{v}` ({n} cells)"))
+                .collect();
+            out.push_str(&format!("Engine build: {}.\n\n", b.join(", ")));
+        }
         out.push_str("## Recommendation\n\n");
         for l in recommendation_lines(r) {
             out.push_str(&format!("- {l}\n"));

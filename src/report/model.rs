@@ -379,6 +379,9 @@ pub struct Report {
     pub baseline_source: String,
     /// Latest `finished_at` over the cells (the report's date; never the clock).
     pub measured_until: Option<String>,
+    /// The engine builds the cells were measured on, each with its cell count.
+    #[serde(default)]
+    pub engine_builds: Vec<(String, usize)>,
     /// Server ids in campaign order.
     pub servers: Vec<String>,
     /// SLO searches: each config's boundary.
@@ -778,6 +781,15 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         baseline,
         baseline_source,
         measured_until: set.cells.iter().map(|c| c.finished_at.clone()).max(),
+        engine_builds: {
+            let mut by: BTreeMap<String, usize> = BTreeMap::new();
+            for c in set.cells.iter().filter(|c| c.summary.is_some()) {
+                if let Some(b) = &c.engine_build {
+                    *by.entry(b.version.clone()).or_insert(0) += 1;
+                }
+            }
+            by.into_iter().collect()
+        },
         servers,
         cells: rows,
         points,

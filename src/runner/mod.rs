@@ -243,6 +243,7 @@ pub(crate) fn base_result(c: &Campaign, g: &ServerGroup, cell: &PlannedCell) -> 
         server_run: None,
         summary: None,
         telemetry: None,
+        engine_build: g.engine_build.clone(),
         definitions: crate::metrics::definitions()
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -156,6 +156,9 @@ pub struct CellResult {
     /// Engine telemetry for the cell (metrics deltas, log facts, GPU samples).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<crate::telemetry::CellTelemetry>,
+    /// The engine build the cell was measured on, when it could be found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_build: Option<crate::engine::version::EngineBuild>,
     /// One sentence per metric.
     pub definitions: BTreeMap<String, String>,
 }
@@ -183,6 +186,9 @@ pub struct StoredCell {
     /// Why the cell failed, if it did.
     #[serde(default)]
     pub failure: Option<Failure>,
+    /// The engine build it was measured on, when known.
+    #[serde(default)]
+    pub engine_build: Option<crate::engine::version::EngineBuild>,
 }
 
 /// The start-up facts of a stored cell's telemetry.

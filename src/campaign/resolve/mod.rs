@@ -169,6 +169,11 @@ pub struct Campaign {
     /// (not part of any cell's identity: rotating a key changes no number).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// `[engine] version_command`: how to ask the engine for its build,
+    /// instead of its usual `--version` (not part of any cell's identity:
+    /// the build it reports is compared instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version_command: Option<Vec<String>>,
 }
 
 impl Campaign {
@@ -505,6 +510,12 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         run,
         launcher,
         api_key_env,
+        engine_version_command: raw
+            .engine
+            .version_command
+            .as_ref()
+            .map(|v| v.get_ref().clone())
+            .filter(|v| !v.is_empty()),
     })
 }
 
