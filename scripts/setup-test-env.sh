@@ -65,6 +65,7 @@ if [ -f "$ROOT/scripts/gguf_to_tokenizer.py" ] && [ ! -s "$TOKENIZER" ]; then
 fi
 
 "$ROOT/scripts/setup-vllm-env.sh" "$CACHE" "$GGUF"
+"$ROOT/scripts/setup-sglang-env.sh" "$CACHE"
 
 echo "export SERVEBENCH_PYTHON='$VENV/bin/python'"
 echo "export SERVEBENCH_TEST_GGUF='$GGUF'"

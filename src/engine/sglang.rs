@@ -24,6 +24,13 @@ const FLAGS: ServerFlags = ServerFlags {
     context: "--context-length",
 };
 
+/// Flags this adapter emits that belong to an SGLang extension, not to the
+/// release whose parser the tests run (0.5.23): the DDTree pull request
+/// (and the fork that carries it) adds the tree budget. They are checked
+/// against this list instead of SGLang's parser.
+pub const EXTENSION_FLAGS: &[(&str, &str)] =
+    &[("--speculative-ddtree-budget", "the DDTree extension")];
+
 /// Every flag this adapter can emit, as spelled in `server_args.py`.
 pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<19>(&[
     "--model-path",
