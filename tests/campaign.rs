@@ -507,6 +507,22 @@ request_timeout = "120s"
     let (shared, unique) = (rate("prefix-in256-out4-c1"), rate("unique-in256-out4-c1"));
     assert!(shared > 0.5, "shared prefix hit rate {shared}");
     assert!(shared > unique + 0.3, "shared {shared} vs unique {unique}");
+    // A wrapper that reports another build makes every stored cell stale.
+    let faked = text.replace(
+        "[engine]\n",
+        "[engine]\nversion_command = [\"echo\", \"version: 1 (another build)\"]\n",
+    );
+    assert_ne!(faked, text);
+    write_campaign(dir.path(), &faked);
+    let (_, plan, _) = run(&["plan", p.to_str().unwrap()]);
+    let stale = plan
+        .lines()
+        .filter(|l| {
+            l.contains("stale: engine version version: ")
+                && l.contains(" → version: 1 (another build)")
+        })
+        .count();
+    assert_eq!(stale, 2, "{plan}");
     let csv = std::fs::read_to_string(dir.path().join("results/cache/report.csv")).unwrap();
     assert!(csv
         .lines()
