@@ -172,13 +172,14 @@ pub fn pool(solve: Solve, i: &Inputs) -> Pool {
             .unwrap_or(SPECULATIVE_DEFAULT_RUNNING)
             .max(1),
     );
+    // Slots fixed by the flag, or by the running requests without the radix cache.
     let given = i
         .args
         .max_cache_size
         .or_else(|| {
-            (i.args.disable_radix_cache)
-                .then_some(i.max_running_requests.map(u64::from))
-                .flatten()
+            i.max_running_requests
+                .filter(|_| i.args.disable_radix_cache)
+                .map(u64::from)
         })
         .map(|k| k as f64);
     // The intermediate states are per_req per (request, draft token), split

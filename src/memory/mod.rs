@@ -371,9 +371,11 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 /// (CUDA context, communication buffers), since SGLang applies its fraction
 /// to what is free at that point.
 pub fn estimate(model: &ModelInfo, inputs: &MemoryInputs) -> Estimate {
+    // The SSM dtype flag is applied once; the fix searches reuse the result.
+    let model = &with_ssm_dtype(model, inputs);
     let (mut e, budget, state_limit) = figures(model, inputs);
     e.verdicts = verdicts::findings(
-        &with_ssm_dtype(model, inputs),
+        model,
         inputs,
         engine_rules::rules(inputs.engine),
         &e,
@@ -393,9 +395,9 @@ fn with_ssm_dtype(model: &ModelInfo, inputs: &MemoryInputs) -> ModelInfo {
 }
 
 /// The figures of [`estimate`] without verdicts, with the unclamped budget
-/// and the running requests the state slots allow.
+/// and the running requests the state slots allow; `model` already carries
+/// `--mamba-ssm-dtype`.
 fn figures(model: &ModelInfo, inputs: &MemoryInputs) -> (Estimate, f64, Option<u64>) {
-    let model = &with_ssm_dtype(model, inputs);
     let rules = engine_rules::rules(inputs.engine);
     let mut assumptions = Vec::new();
     let tp = inputs.tp.max(1);
