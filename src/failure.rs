@@ -35,6 +35,9 @@ pub enum FailureClass {
     /// Its answers differ from the baseline's early and often (greedy
     /// decoding should give the same answers).
     OutputMismatch,
+    /// Its answers fail their prompts' checks clearly more often than the
+    /// baseline's answers to the same prompts.
+    WrongAnswers,
     /// The requests could not be built (prompt source, tokenizer, dataset).
     Workload,
     /// The cluster scheduler ended the job (cancelled, pre-empted, time limit, node failure).
@@ -61,6 +64,7 @@ impl FailureClass {
             Self::Suspicious => "suspicious",
             Self::DegenerateOutput => "degenerate_output",
             Self::OutputMismatch => "output_mismatch",
+            Self::WrongAnswers => "wrong_answers",
             Self::Workload => "workload",
             Self::Scheduler => "scheduler",
             Self::Infeasible => "infeasible",

@@ -2095,3 +2095,79 @@ num_requests = 4
     let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert!(plan["cpu"].is_null(), "{}", plan["cpu"]);
 }
+
+#[test]
+fn a_server_that_answers_arithmetic_wrong_at_the_same_speed_is_flagged_by_its_pass_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = include_str!("../examples/answer-checks.toml")
+        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let p = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "the wrong answers fail the run\n{out}\n{err}");
+    let root = dir.path().join("results/answer-checks");
+    let cells = cells(&root);
+    // Every answer to a checkable prompt is checked when it arrives: the
+    // baseline's pass, the spoiled ones do not.
+    for (id, pass) in [("baseline", true), ("bad-math", false)] {
+        let reqs = cells[&format!("{id}/checked-kinds-out64-c2")]["summary"]["requests"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(reqs.len(), 12);
+        assert!(reqs.iter().all(|r| r["answer_check"] == pass), "{id}");
+    }
+    let both = "(baseline 6 of 6 on the same prompts, sign test p = 0.016), clearly worse: wrong_answers, not ranked";
+    for l in [
+        "`baseline`: the baseline: its answers are the reference; arithmetic: 6 of 6 answers pass their check; json-extraction: 6 of 6 answers pass their check".to_string(),
+        format!("arithmetic: 0 of 6 answers pass their check {both}; json-extraction: 0 of 6 answers pass their check {both}; 1 cells wrong_answers (not ranked)"),
+    ] {
+        assert!(out.contains(&l), "terminal lacks {l}:\n{out}");
+        let md = std::fs::read_to_string(root.join("report.md")).unwrap();
+        assert!(md.contains(&l), "report.md lacks {l}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let bad = report["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["server_id"] == "bad-math")
+        .unwrap()
+        .clone();
+    let arith = &bad["checks"][0];
+    assert_eq!(arith["kind"], "arithmetic");
+    assert_eq!(
+        (
+            &arith["checked"],
+            &arith["passed"],
+            &arith["baseline_passed"],
+            &arith["losses"]
+        ),
+        (&6.into(), &0.into(), &6.into(), &6.into())
+    );
+    assert_eq!(arith["flagged"], true);
+    let problem = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["server_id"] == "bad-math")
+        .unwrap()
+        .clone();
+    assert_eq!(problem["class"], "wrong_answers");
+    assert!(
+        problem["evidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("arithmetic answers fail their check: 0 of 6 pass here, the baseline's 6 of 6 to the same prompts"),
+        "{problem}"
+    );
+    for pick in report["slo_picks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(report["stream_picks"].as_array().unwrap())
+    {
+        assert_eq!(pick["best"]["server_id"], "baseline", "{pick}");
+        assert_eq!(pick["excluded"][0]["server_id"], "bad-math", "{pick}");
+    }
+}

@@ -96,6 +96,10 @@ pub struct RequestRecord {
     /// text for the cell's sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<OutputText>,
+    /// Whether the answer passed its prompt's check (a built-in prompt
+    /// whose right answer is known); absent when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_check: Option<bool>,
     /// Final status.
     pub status: Status,
     /// Failure class and evidence when `status` is `failed`.
@@ -158,6 +162,7 @@ impl RequestRecord {
             index: None,
             text: None,
             output: None,
+            answer_check: None,
             status: Status::Ok,
             failure: None,
         }

@@ -19,6 +19,7 @@ use super::schedule::{ArrivalClock, LoadShape};
 use crate::client::record::{OutputText, RequestRecord};
 use crate::client::Endpoint;
 use crate::load::live::LiveView;
+use crate::workload::answer_check::AnswerCheck;
 use crate::workload::{messages_for_turn, ChatMessage, Scenario};
 
 /// One request ready to be sent.
@@ -34,6 +35,8 @@ pub struct PreparedRequest {
     pub label: Option<String>,
     /// Keep the answer's text (a later turn of a session needs it).
     pub capture_text: bool,
+    /// The check the answer must pass, for a built-in checkable prompt.
+    pub check: Option<&'static AnswerCheck>,
 }
 
 /// Builds a chat request body from the conversation so far and an output length.
@@ -109,6 +112,7 @@ async fn perform_work<E: Executor>(
                     output_tokens: output,
                     label: Some(s.scenario.name.clone()),
                     capture_text: true,
+                    check: None,
                 };
                 let due = if t == 0 {
                     scheduled
@@ -172,6 +176,7 @@ impl Executor for HttpExecutor {
             rec.text.take()
         };
         if rec.is_ok() {
+            rec.answer_check = req.check.map(|c| c.passes(text.as_deref().unwrap_or("")));
             rec.output = text.map(OutputText::of);
         }
         rec.planned_input_tokens = req.planned_input_tokens;
@@ -512,6 +517,7 @@ mod tests {
                 output_tokens: index,
                 label: None,
                 capture_text: false,
+                check: None,
             }))
         }
     }

@@ -6,6 +6,7 @@ use rand::Rng;
 use super::driver::{PreparedRequest, RequestSource, Work};
 use crate::client::openai::{build_body, Api, PromptBody};
 use crate::util::rng::seeded;
+use crate::workload::answer_check;
 
 const VOCAB: [&str; 32] = [
     "river", "stone", "copper", "lantern", "orbit", "meadow", "signal", "harbor", "velvet",
@@ -65,6 +66,7 @@ impl RequestSource for SyntheticSource {
             output_tokens: self.output_tokens,
             label: Some("synthetic".into()),
             capture_text: false,
+            check: None,
         }))
     }
 }
@@ -105,6 +107,7 @@ impl PromptFnSource {
 
     fn make(&mut self, index: u64) -> Result<PreparedRequest, String> {
         let (text, planned, label) = (self.prompt)(index)?;
+        let check = answer_check::check_for(&text);
         let body = build_body(
             self.api,
             &self.model,
@@ -118,6 +121,7 @@ impl PromptFnSource {
             output_tokens: self.output_tokens,
             label,
             capture_text: false,
+            check,
         })
     }
 

@@ -300,6 +300,7 @@ pub async fn build_source(
                         output_tokens: out,
                         label: Some(format!("dataset:{}", r.source)),
                         capture_text: false,
+                        check: None,
                     }
                 })
                 .collect();

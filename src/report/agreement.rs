@@ -121,6 +121,10 @@ pub struct AnswerRow {
     pub mismatched_cells: usize,
     /// Cells judged `degenerate_output` when they ran.
     pub degenerate_cells: usize,
+    /// Its checked answers by prompt kind, against the baseline's.
+    pub checks: Vec<super::checks::KindCheck>,
+    /// Cells judged `wrong_answers`.
+    pub wrong_answer_cells: usize,
 }
 
 impl AnswerRow {
@@ -160,17 +164,25 @@ impl AnswerRow {
                 self.degenerate_cells
             ));
         }
+        parts.extend(self.checks.iter().map(|k| k.text()));
+        if self.wrong_answer_cells > 0 {
+            parts.push(format!(
+                "{} cells wrong_answers (not ranked)",
+                self.wrong_answer_cells
+            ));
+        }
         format!("`{}`: {}", self.server_id, parts.join("; "))
     }
 }
 
-/// Per server, its agreement with the baseline summed over its cells and
-/// its cells judged wrong; no rows without a baseline.
+/// Per server, its agreement with the baseline summed over its cells, its
+/// checked answers and its cells judged wrong; no rows without a baseline.
 pub fn answer_rows(
     servers: &[String],
     baseline: Option<&str>,
     cells: &[&CellResult],
     judged: &std::collections::HashMap<(String, String), (Agreement, Option<Failure>)>,
+    checks: &super::checks::Checks,
 ) -> Vec<AnswerRow> {
     let Some(b) = baseline else {
         return Vec::new();
@@ -205,6 +217,8 @@ pub fn answer_rows(
                                 == Some(FailureClass::DegenerateOutput)
                     })
                     .count(),
+                checks: checks.by_server.get(s).cloned().unwrap_or_default(),
+                wrong_answer_cells: checks.failures.keys().filter(|k| &k.0 == s).count(),
             }
         })
         .collect()

@@ -183,7 +183,7 @@ impl Exporter for HtmlExporter {
                 esc(&super::table::answers_rule())
             );
             for a in &r.answers {
-                let class = if a.mismatched_cells + a.degenerate_cells > 0 {
+                let class = if a.mismatched_cells + a.degenerate_cells + a.wrong_answer_cells > 0 {
                     r#" class="bad""#
                 } else {
                     ""

@@ -12,6 +12,7 @@
 pub mod agreement;
 pub mod answer;
 pub mod charts;
+pub mod checks;
 pub mod compare;
 pub mod csv;
 pub mod html;

@@ -631,15 +631,22 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
 
     // Answers that are not the baseline's make a cell suspicious here, as
     // degenerate ones do when judged: its numbers are not a config's speed.
+    // So do answers that fail their checks clearly more often than the
+    // baseline's.
     let agreements = super::agreement::judge_cells(&cells, baseline.as_deref());
-    let answers = super::agreement::answer_rows(&servers, baseline.as_deref(), &cells, &agreements);
+    let checks = super::checks::judge(&servers, &cells, baseline.as_deref());
+    let answers =
+        super::agreement::answer_rows(&servers, baseline.as_deref(), &cells, &agreements, &checks);
     let mismatched: Vec<CellResult> = cells
         .iter()
         .filter_map(|c| {
-            let f = agreements
-                .get(&(c.server_id.clone(), c.identity.clone()))?
-                .1
-                .clone()?;
+            let key = (c.server_id.clone(), c.identity.clone());
+            // Wrong answers say more than answers that differ.
+            let f = checks
+                .failures
+                .get(&key)
+                .cloned()
+                .or_else(|| agreements.get(&key).and_then(|a| a.1.clone()))?;
             let mut m = (*c).clone();
             m.status = CellStatus::Suspicious;
             m.warnings.push(f.detail.clone());
@@ -648,11 +655,25 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         })
         .collect();
     for s in &servers {
-        let n = mismatched.iter().filter(|m| &m.server_id == s).count();
-        if n > 0 {
-            notes.push(format!(
-                "server `{s}`: {n} cells not ranked: their answers differ from the baseline's (output_mismatch; see the failed and suspicious cells)"
-            ));
+        for (class, why) in [
+            (
+                FailureClass::OutputMismatch,
+                "their answers differ from the baseline's",
+            ),
+            (
+                FailureClass::WrongAnswers,
+                "their answers fail their checks clearly more often than the baseline's",
+            ),
+        ] {
+            let n = mismatched
+                .iter()
+                .filter(|m| &m.server_id == s && m.failure.as_ref().map(|f| f.class) == Some(class))
+                .count();
+            if n > 0 {
+                notes.push(format!(
+                    "server `{s}`: {n} cells not ranked: {why} ({class}; see the failed and suspicious cells)"
+                ));
+            }
         }
     }
     let cells: Vec<&CellResult> = cells

@@ -149,7 +149,9 @@ fn wrong_answers(cells: &[&CellResult]) -> Crashes {
         c.failure.as_ref().is_some_and(|f| {
             matches!(
                 f.class,
-                FailureClass::DegenerateOutput | FailureClass::OutputMismatch
+                FailureClass::DegenerateOutput
+                    | FailureClass::OutputMismatch
+                    | FailureClass::WrongAnswers
             )
         })
     })

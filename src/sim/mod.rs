@@ -105,6 +105,11 @@ pub struct SimConfig {
     /// reject gives: fast, with the right acceptance, and wrong.
     #[arg(long)]
     pub wrong_drafts: bool,
+    /// Fault: built-in checkable prompts (arithmetic, JSON extraction) get
+    /// a wrong answer of the same length and speed: digits off by one,
+    /// JSON brackets broken. Otherwise they get a right one.
+    #[arg(long)]
+    pub wrong_answers: bool,
     /// A reasoning model: the first this many output tokens of every chat
     /// answer are thinking, streamed apart from the answer.
     #[arg(long, default_value_t = 0)]
@@ -525,6 +530,7 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
         truncate_at,
         degenerate: s.cfg.degenerate_after.is_some_and(|limit| n > limit),
         text_seed: prompt_seed(&req),
+        reference: reference_words(&req, s.cfg.wrong_answers),
         stage: Stage::Start,
         admission: None,
     };
@@ -571,8 +577,33 @@ struct Generation {
     /// Where the answer's words start: a function of the prompt alone, so
     /// every server answers the same prompt with the same text.
     text_seed: u64,
+    /// The first words of the answer to a built-in checkable prompt: its
+    /// reference answer (spoiled under `--wrong-answers`), each with its
+    /// leading space, one per token.
+    reference: Vec<String>,
     stage: Stage,
     admission: Option<Admission>,
+}
+
+/// The words a checkable built-in prompt is answered with (none for other
+/// prompts): the prompt is the completion's text or the last chat message.
+fn reference_words(req: &GenerateRequest, wrong: bool) -> Vec<String> {
+    use crate::client::openai::PromptInput;
+    use crate::workload::answer_check::{check_for, spoil};
+    let prompt = match (&req.prompt, &req.messages) {
+        (Some(PromptInput::Text(t)), _) => t.as_str(),
+        (_, Some(m)) => m.last().map_or("", |m| m.content.as_str()),
+        _ => "",
+    };
+    let Some(check) = check_for(prompt) else {
+        return Vec::new();
+    };
+    let text = if wrong {
+        spoil(check.reference)
+    } else {
+        check.reference.to_string()
+    };
+    text.split(' ').map(|w| format!(" {w}")).collect()
 }
 
 /// A seed from the request's prompt (text, texts, tokens or messages).
@@ -725,7 +756,10 @@ impl Generation {
                 } else {
                     0
                 };
-                WORDS[((i + self.text_seed + shift) % WORDS.len() as u64) as usize]
+                match self.reference.get(i as usize) {
+                    Some(w) if shift == 0 => w.as_str(),
+                    _ => WORDS[((i + self.text_seed + shift) % WORDS.len() as u64) as usize],
+                }
             })
             .collect()
     }

@@ -5,6 +5,7 @@
 //! - [`exact_len`]: long-context prompts of exactly N tokens, unique per request
 //!   beyond an optional shared prefix.
 //! - [`prompts`]: the built-in prompt kinds (code, arithmetic, JSON extraction, haiku).
+//! - [`answer_check`]: the checks of the built-in prompts whose right answer is known.
 //! - [`dataset`]: ShareGPT JSON and JSONL prompt files, sampled and length-filtered.
 //! - [`session`]: multi-turn agentic scenarios (TOML files and built-ins).
 //!
@@ -15,6 +16,7 @@
 //!   names the file and the place in it; nothing panics on user data and no
 //!   record is dropped without being counted.
 
+pub mod answer_check;
 pub mod dataset;
 pub mod exact_len;
 pub mod prompts;

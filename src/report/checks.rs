@@ -1,0 +1,285 @@
+//! Pass rates of checkable answers (see `workload::answer_check`), per
+//! server and prompt kind, against the baseline's answers to the same
+//! prompts.
+//!
+//! Answers are paired as in [`super::agreement`]: unit *i* (turn *t*) of a
+//! cell asked what unit *i* of the baseline's cell at the same point and
+//! repetition asked. Over every pair of one kind where both answers were
+//! checked, a **loss** is a pair the baseline passes and the server fails,
+//! a **win** the reverse. A server's answers to a kind are **clearly worse**
+//! when both hold:
+//!
+//! - the pass rate drops by at least [`MIN_DROP`] of the pairs
+//!   ((losses − wins) / pairs), so a large campaign does not flag a
+//!   negligible drop;
+//! - a one-sided exact sign test over the pairs that differ gives
+//!   p < [`MAX_P`]: a fair coin would rarely lose that often, so a few
+//!   unlucky answers in a small cell do not flag a config.
+//!
+//! Each of that server's cells with checked answers of that kind is then
+//! `suspicious` with class `wrong_answers` in the report, and ranks nowhere.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::client::record::RequestRecord;
+use crate::failure::{Failure, FailureClass};
+use crate::store::CellResult;
+
+/// Smallest pass-rate drop, as a share of the pairs, that can flag a kind.
+pub const MIN_DROP: f64 = 0.10;
+
+/// Largest sign-test p-value that can flag a kind.
+pub const MAX_P: f64 = 0.05;
+
+/// One server's checked answers of one prompt kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KindCheck {
+    /// Prompt kind.
+    pub kind: String,
+    /// Answers checked (for another server than the baseline: those paired
+    /// with a checked baseline answer).
+    pub checked: usize,
+    /// Of those, answers that passed.
+    pub passed: usize,
+    /// The baseline's answers to the same prompts that passed; absent for
+    /// the baseline itself.
+    pub baseline_passed: Option<usize>,
+    /// Pairs the baseline passes and this server fails.
+    pub losses: usize,
+    /// Pairs this server passes and the baseline fails.
+    pub wins: usize,
+    /// One-sided sign-test p-value of the losses against the wins.
+    pub p_value: Option<f64>,
+    /// Whether the answers are clearly worse than the baseline's.
+    pub flagged: bool,
+}
+
+impl KindCheck {
+    /// The kind's figures in words.
+    pub fn text(&self) -> String {
+        let mut s = format!(
+            "{}: {} of {} answers pass their check",
+            self.kind, self.passed, self.checked
+        );
+        if let Some(b) = self.baseline_passed {
+            s.push_str(&format!(
+                " (baseline {b} of {} on the same prompts",
+                self.checked
+            ));
+            if let Some(p) = self.p_value.filter(|_| self.losses > self.wins) {
+                s.push_str(&format!(", sign test p = {p:.3}"));
+            }
+            s.push(')');
+        }
+        if self.flagged {
+            s.push_str(", clearly worse: wrong_answers, not ranked");
+        }
+        s
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    checked: usize,
+    passed: usize,
+    base_passed: usize,
+    losses: usize,
+    wins: usize,
+}
+
+impl Tally {
+    fn add(&mut self, mine: bool, base: Option<bool>) {
+        self.checked += 1;
+        self.passed += mine as usize;
+        if let Some(b) = base {
+            self.base_passed += b as usize;
+            self.losses += (b && !mine) as usize;
+            self.wins += (mine && !b) as usize;
+        }
+    }
+
+    fn p_value(&self) -> f64 {
+        sign_test(self.losses, self.losses + self.wins)
+    }
+
+    fn flagged(&self) -> bool {
+        self.checked > 0
+            && self.losses > self.wins
+            && (self.losses - self.wins) as f64 >= MIN_DROP * self.checked as f64
+            && self.p_value() < MAX_P
+    }
+}
+
+/// P(X ≥ k) for X ~ Binomial(n, ½): the chance a fair coin loses at least
+/// `k` of `n` differing pairs.
+pub fn sign_test(k: usize, n: usize) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    // In logs: ½ⁿ underflows past n ≈ 1074.
+    let mut log_pmf = -(n as f64) * std::f64::consts::LN_2;
+    let mut tail = 0.0;
+    for i in 1..=n {
+        log_pmf += ((n - i + 1) as f64 / i as f64).ln();
+        if i >= k {
+            tail += log_pmf.exp();
+        }
+    }
+    tail.min(1.0)
+}
+
+/// The checked answers of a campaign, judged.
+#[derive(Debug, Clone, Default)]
+pub struct Checks {
+    /// Per server, its checked answers by kind (no entry without a checked
+    /// answer).
+    pub by_server: BTreeMap<String, Vec<KindCheck>>,
+    /// The failure of each cell that counts against a clearly worse kind,
+    /// by (server, identity).
+    pub failures: HashMap<(String, String), Failure>,
+}
+
+/// Judge every server's checked answers against the baseline's; nothing
+/// without a baseline.
+pub fn judge(servers: &[String], cells: &[&CellResult], baseline: Option<&str>) -> Checks {
+    let mut rows = BTreeMap::new();
+    let mut failures = HashMap::new();
+    let Some(b) = baseline else {
+        return Checks::default();
+    };
+    let point = |c: &CellResult| (super::model::point_name(c), c.workload.repetition);
+    let base: HashMap<_, &CellResult> = cells
+        .iter()
+        .filter(|c| c.server_id == b && c.status.is_usable())
+        .map(|c| (point(c), *c))
+        .collect();
+    for s in servers {
+        // Per kind: the server's tally, and each cell's own.
+        let mut total: BTreeMap<String, Tally> = BTreeMap::new();
+        let mut per_cell: Vec<(&CellResult, String, Tally)> = Vec::new();
+        for c in cells.iter().filter(|c| &c.server_id == s) {
+            let Some(summary) = &c.summary else { continue };
+            let theirs = (s != b)
+                .then(|| base.get(&point(c)))
+                .flatten()
+                .and_then(|bc| bc.summary.as_ref())
+                .map(|bs| checked_by_unit(&bs.requests))
+                .unwrap_or_default();
+            let mut mine: BTreeMap<String, Tally> = BTreeMap::new();
+            for r in summary.requests.iter().filter(|r| r.is_ok()) {
+                let (Some(pass), Some(kind)) = (r.answer_check, r.label.as_ref()) else {
+                    continue;
+                };
+                let base = match (s == b, r.index) {
+                    (true, _) => None,
+                    (false, Some(i)) => match theirs.get(&(i, r.turn)) {
+                        Some(x) => Some(*x),
+                        None => continue,
+                    },
+                    (false, None) => continue,
+                };
+                mine.entry(kind.clone()).or_default().add(pass, base);
+            }
+            for (kind, t) in mine {
+                let all = total.entry(kind.clone()).or_default();
+                *all = Tally {
+                    checked: all.checked + t.checked,
+                    passed: all.passed + t.passed,
+                    base_passed: all.base_passed + t.base_passed,
+                    losses: all.losses + t.losses,
+                    wins: all.wins + t.wins,
+                };
+                per_cell.push((c, kind, t));
+            }
+        }
+        let is_base = s == b;
+        let kinds: Vec<KindCheck> = total
+            .iter()
+            .map(|(kind, t)| KindCheck {
+                kind: kind.clone(),
+                checked: t.checked,
+                passed: t.passed,
+                baseline_passed: (!is_base).then_some(t.base_passed),
+                losses: t.losses,
+                wins: t.wins,
+                p_value: (!is_base).then(|| t.p_value()),
+                flagged: !is_base && t.flagged(),
+            })
+            .collect();
+        for (c, kind, t) in per_cell {
+            let Some(k) = kinds.iter().find(|k| k.kind == kind && k.flagged) else {
+                continue;
+            };
+            let detail = format!(
+                "{kind} answers fail their check: {} of {} pass here, the baseline's {} of {} to the same prompts; over the campaign {} of {} against the baseline's {} (sign test p = {:.3})",
+                t.passed, t.checked, t.base_passed, t.checked, k.passed, k.checked,
+                k.baseline_passed.unwrap_or(0), k.p_value.unwrap_or(1.0)
+            );
+            failures
+                .entry((s.clone(), c.identity.clone()))
+                .or_insert_with(|| Failure::new(FailureClass::WrongAnswers, detail));
+        }
+        if !kinds.is_empty() {
+            rows.insert(s.clone(), kinds);
+        }
+    }
+    Checks {
+        by_server: rows,
+        failures,
+    }
+}
+
+/// Whether each checked, completed answer passed, by (index, turn).
+fn checked_by_unit(requests: &[RequestRecord]) -> HashMap<(u64, Option<u32>), bool> {
+    requests
+        .iter()
+        .filter(|r| r.is_ok())
+        .filter_map(|r| Some(((r.index?, r.turn), r.answer_check?)))
+        .collect()
+}
+
+/// The rule by which a kind is flagged, in one sentence.
+pub fn rule() -> String {
+    format!(
+        "Arithmetic answers must contain the asked result and JSON-extraction answers valid JSON with the asked fields; a server's answers of a kind are clearly worse than the baseline's when, over the same prompts, its pass rate is at least {:.0} points lower and a one-sided sign test on the answers where the two differ gives p < {MAX_P}.",
+        100.0 * MIN_DROP
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sign_test_is_the_binomial_tail() {
+        assert_eq!(sign_test(0, 5), 1.0);
+        assert!((sign_test(5, 5) - 1.0 / 32.0).abs() < 1e-12);
+        // P(X ≥ 4 | 5) = 6 / 32.
+        assert!((sign_test(4, 5) - 6.0 / 32.0).abs() < 1e-12);
+        // Large n does not underflow: P(X ≥ 1000 | 2000) is just over ½.
+        let p = sign_test(1000, 2000);
+        assert!(p > 0.5 && p < 0.51, "{p}");
+    }
+
+    #[test]
+    fn a_kind_is_flagged_only_when_the_drop_is_both_large_and_unlikely_by_chance() {
+        let t = |checked, losses, wins| Tally {
+            checked,
+            passed: 0,
+            base_passed: 0,
+            losses,
+            wins,
+        };
+        // Eight of eight lost: p = 1/256.
+        assert!(t(8, 8, 0).flagged());
+        // Four lost: p = 1/16, not below 0.05.
+        assert!(!t(8, 4, 0).flagged());
+        // Significant but tiny: 30 lost in 1000 pairs, 5 won.
+        assert!(t(1000, 30, 5).p_value() < MAX_P);
+        assert!(!t(1000, 30, 5).flagged());
+        // As many won as lost.
+        assert!(!t(20, 6, 6).flagged());
+    }
+}
