@@ -2171,3 +2171,41 @@ fn a_server_that_answers_arithmetic_wrong_at_the_same_speed_is_flagged_by_its_pa
         assert_eq!(pick["excluded"][0]["server_id"], "bad-math", "{pick}");
     }
 }
+
+#[test]
+fn compare_exits_3_naming_the_pass_rate_and_agreement_drop_of_a_server_that_starts_answering_wrong()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = include_str!("../examples/answer-checks.toml")
+        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    // BASE: the same campaign before the fault, both servers right.
+    let good = wrong.replace("args = [\"--wrong-answers\"]\n", "");
+    assert_ne!(good, wrong);
+    let base_dir = dir.path().join("base");
+    let new_dir = dir.path().join("new");
+    std::fs::create_dir_all(&base_dir).unwrap();
+    std::fs::create_dir_all(&new_dir).unwrap();
+    let (code, out, err) = run(&["run", write_campaign(&base_dir, &good).to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, _, _) = run(&["run", write_campaign(&new_dir, &wrong).to_str().unwrap()]);
+    assert_eq!(code, 3);
+    let (b, n) = (
+        base_dir.join("results/answer-checks"),
+        new_dir.join("results/answer-checks"),
+    );
+    // Only the answers changed (a busy machine may add a speed flag too).
+    let (code, out, err) = run(&["compare", b.to_str().unwrap(), n.to_str().unwrap()]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    for l in [
+        "answers: bad-math/arithmetic check: 6 of 6 pass in BASE, 0 in NEW on the same prompts (6 lost, 0 gained, sign test p = 0.016) REGRESSION",
+        "answers: bad-math/json-extraction check: 6 of 6 pass in BASE, 0 in NEW on the same prompts (6 lost, 0 gained, sign test p = 0.016) REGRESSION",
+        "answers: bad-math/agreement with `baseline`: 12 of 12 pass in BASE, 0 in NEW on the same prompts (12 lost, 0 gained, sign test p = 0.000) REGRESSION",
+        "answers: baseline/arithmetic check: 6 of 6 pass in BASE, 6 in NEW on the same prompts (0 lost, 0 gained)\n",
+    ] {
+        assert!(out.contains(l), "lacks {l}:\n{out}");
+    }
+    // The same set against itself: nothing dropped.
+    let (code, out, _) = run(&["compare", b.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("0 regression(s) flagged"), "{out}");
+}

@@ -18,8 +18,11 @@
 //! compared and, when different, as diverged at an unknown place, never as
 //! early.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
+use crate::client::record::OutputText;
 use crate::failure::{Failure, FailureClass};
 use crate::store::CellResult;
 
@@ -75,13 +78,13 @@ impl Agreement {
 pub fn judge_cells(
     cells: &[&CellResult],
     baseline: Option<&str>,
-) -> std::collections::HashMap<(String, String), (Agreement, Option<Failure>)> {
-    let mut out = std::collections::HashMap::new();
+) -> HashMap<(String, String), (Agreement, Option<Failure>)> {
+    let mut out = HashMap::new();
     let Some(b) = baseline else {
         return out;
     };
     let point = |c: &CellResult| (super::model::point_name(c), c.workload.repetition);
-    let base: std::collections::HashMap<_, &CellResult> = cells
+    let base: HashMap<_, &CellResult> = cells
         .iter()
         .filter(|c| c.server_id == b && c.status.is_usable())
         .map(|c| (point(c), *c))
@@ -181,7 +184,7 @@ pub fn answer_rows(
     servers: &[String],
     baseline: Option<&str>,
     cells: &[&CellResult],
-    judged: &std::collections::HashMap<(String, String), (Agreement, Option<Failure>)>,
+    judged: &HashMap<(String, String), (Agreement, Option<Failure>)>,
     checks: &super::checks::Checks,
 ) -> Vec<AnswerRow> {
     let Some(b) = baseline else {
@@ -237,7 +240,7 @@ pub fn compare(cell: &CellResult, base: &CellResult) -> Option<Agreement> {
     // Pairs by the unit of work each request was (its index and turn): the
     // order in which concurrent requests were sent differs between runs.
     let key = |r: &crate::client::record::RequestRecord| r.index.map(|i| (i, r.turn));
-    let theirs: std::collections::HashMap<_, _> = b
+    let theirs: HashMap<_, _> = b
         .requests
         .iter()
         .filter_map(|r| Some((key(r)?, r)))
@@ -275,6 +278,34 @@ pub fn compare(cell: &CellResult, base: &CellResult) -> Option<Agreement> {
         }
     }
     (a.compared > 0).then_some(a)
+}
+
+/// Per unit of `cell`'s work (index, turn) whose answer completed in both,
+/// whether it is `base`'s answer (equal digests, or the same words).
+pub fn identical_by_unit(
+    cell: &CellResult,
+    base: &CellResult,
+) -> HashMap<(u64, Option<u32>), bool> {
+    let (Some(s), Some(b)) = (cell.summary.as_ref(), base.summary.as_ref()) else {
+        return HashMap::new();
+    };
+    let theirs: HashMap<_, &OutputText> = b
+        .requests
+        .iter()
+        .filter(|r| r.is_ok())
+        .filter_map(|r| Some(((r.index?, r.turn), r.output.as_ref()?)))
+        .collect();
+    s.requests
+        .iter()
+        .filter(|r| r.is_ok())
+        .filter_map(|r| {
+            let key = (r.index?, r.turn);
+            let (x, y) = (r.output.as_ref()?, *theirs.get(&key)?);
+            let same = x.digest == y.digest
+                || matches!((&x.text, &y.text), (Some(a), Some(b)) if first_divergence(a, b).is_none());
+            Some((key, same))
+        })
+        .collect()
 }
 
 /// The index of the first word at which `a` and `b` differ; `None` when

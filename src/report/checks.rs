@@ -105,11 +105,17 @@ impl Tally {
     }
 
     fn flagged(&self) -> bool {
-        self.checked > 0
-            && self.losses > self.wins
-            && (self.losses - self.wins) as f64 >= MIN_DROP * self.checked as f64
-            && self.p_value() < MAX_P
+        clearly_worse(self.checked, self.losses, self.wins)
     }
+}
+
+/// Whether `losses` against `wins` over `pairs` paired answers is a clear
+/// drop: at least [`MIN_DROP`] of the pairs, and sign-test p < [`MAX_P`].
+pub fn clearly_worse(pairs: usize, losses: usize, wins: usize) -> bool {
+    pairs > 0
+        && losses > wins
+        && (losses - wins) as f64 >= MIN_DROP * pairs as f64
+        && sign_test(losses, losses + wins) < MAX_P
 }
 
 /// P(X ≥ k) for X ~ Binomial(n, ½): the chance a fair coin loses at least
@@ -232,12 +238,20 @@ pub fn judge(servers: &[String], cells: &[&CellResult], baseline: Option<&str>) 
 }
 
 /// Whether each checked, completed answer passed, by (index, turn).
-fn checked_by_unit(requests: &[RequestRecord]) -> HashMap<(u64, Option<u32>), bool> {
+pub fn checked_by_unit(requests: &[RequestRecord]) -> HashMap<(u64, Option<u32>), bool> {
     requests
         .iter()
         .filter(|r| r.is_ok())
         .filter_map(|r| Some(((r.index?, r.turn), r.answer_check?)))
         .collect()
+}
+
+/// The rule for a clear drop, in a phrase.
+pub fn drop_rule() -> String {
+    format!(
+        "a pass rate at least {:.0} points lower and sign-test p < {MAX_P} over the same prompts",
+        100.0 * MIN_DROP
+    )
 }
 
 /// The rule by which a kind is flagged, in one sentence.

@@ -8,6 +8,14 @@
 //! across its repetitions in either set. A change is flagged when it goes the
 //! wrong way by more than `max(threshold, 3 × noise)`: with one repetition
 //! that is the threshold; with several, noisy metrics need a larger change.
+//!
+//! Answers are compared too, pair by pair: the answer to unit *i* (turn
+//! *t*) of a cell in BASE and in NEW. Per server, each checked prompt kind
+//! (did the answer pass its check?) and its agreement with its own set's
+//! baseline (was it the baseline's answer?) is a pass or a fail in each set;
+//! a drop is flagged by the rule the report uses for a config against its
+//! baseline (`super::checks::clearly_worse`): at least 10 points lower and
+//! sign-test p < 0.05 over the pairs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -82,16 +90,44 @@ pub struct CompareRow {
     pub regression: bool,
 }
 
+/// One server's answers on one measure (a kind's check, or agreement with
+/// the set's baseline) in both sets, over the same prompts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AnswerDrop {
+    /// Server config id.
+    pub server_id: String,
+    /// `<kind> check` or `agreement with <baseline>`.
+    pub measure: String,
+    /// Answer pairs with an outcome in both sets.
+    pub pairs: usize,
+    /// Of those, passes in BASE.
+    pub base_passed: usize,
+    /// Of those, passes in NEW.
+    pub new_passed: usize,
+    /// Pairs passed in BASE and failed in NEW.
+    pub losses: usize,
+    /// Pairs failed in BASE and passed in NEW.
+    pub wins: usize,
+    /// Whether the drop is clear (a regression).
+    pub regression: bool,
+}
+
 /// The outcome of a comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
     /// Every compared metric.
     pub rows: Vec<CompareRow>,
+    /// Every compared answer measure.
+    pub answers: Vec<AnswerDrop>,
     /// Alignment remarks (identity changes, cells only on one side, lost cells).
     pub notes: Vec<String>,
     /// Number of flagged regressions (rows plus cells that stopped working).
     pub regressions: usize,
 }
+
+/// Matched cells of one (server, point): how they were matched, BASE's and
+/// NEW's, in matching pairs.
+type Group<'a> = (String, Vec<&'a CellResult>, Vec<&'a CellResult>);
 
 fn point_of(c: &CellResult) -> String {
     let mut w = c.workload.clone();
@@ -113,8 +149,6 @@ pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison 
         .collect();
     let mut notes = Vec::new();
     let mut used: HashSet<&str> = HashSet::new();
-    // (server, point) → (matched_by, base cells, new cells)
-    type Group<'a> = (String, Vec<&'a CellResult>, Vec<&'a CellResult>);
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     let mut changed_identity = 0usize;
     for n in &new.cells {
@@ -217,10 +251,108 @@ pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison 
             });
         }
     }
+    let answers = answer_drops(base, new, &groups);
+    regressions += answers.iter().filter(|a| a.regression).count();
     Comparison {
         rows,
+        answers,
         notes,
         regressions,
+    }
+}
+
+/// Per (server, measure), the answers of matched cells paired across the
+/// two sets.
+fn answer_drops(
+    base: &ResultSet,
+    new: &ResultSet,
+    groups: &BTreeMap<(String, String), Group>,
+) -> Vec<AnswerDrop> {
+    // (server, measure) → (pairs, base passed, new passed, losses, wins)
+    let mut tally: BTreeMap<(String, String), [usize; 5]> = BTreeMap::new();
+    let mut add = |server: &str, measure: String, outcomes: (&Units, &Units)| {
+        for (unit, b) in outcomes.0 {
+            let Some(n) = outcomes.1.get(unit) else {
+                continue;
+            };
+            let t = tally
+                .entry((server.to_string(), measure.clone()))
+                .or_default();
+            t[0] += 1;
+            t[1] += *b as usize;
+            t[2] += *n as usize;
+            t[3] += (*b && !n) as usize;
+            t[4] += (*n && !b) as usize;
+        }
+    };
+    let (agree_b, agree_n) = (agreement_of(base), agreement_of(new));
+    for ((server, _), (_, bs, ns)) in groups {
+        for (b, n) in bs.iter().zip(ns) {
+            let (kb, kn) = (checks_by_kind(b), checks_by_kind(n));
+            for (kind, ob) in &kb {
+                if let Some(on) = kn.get(kind) {
+                    add(server, format!("{kind} check"), (ob, on));
+                }
+            }
+            if let (Some((name, ob)), Some((_, on))) = (agree_b(b), agree_n(n)) {
+                add(server, format!("agreement with `{name}`"), (&ob, &on));
+            }
+        }
+    }
+    tally
+        .into_iter()
+        .map(
+            |((server_id, measure), [pairs, base_passed, new_passed, losses, wins])| AnswerDrop {
+                server_id,
+                measure,
+                pairs,
+                base_passed,
+                new_passed,
+                losses,
+                wins,
+                regression: super::checks::clearly_worse(pairs, losses, wins),
+            },
+        )
+        .collect()
+}
+
+/// Outcomes by unit of work (index, turn).
+type Units = HashMap<(u64, Option<u32>), bool>;
+
+/// A cell's checked answers by prompt kind.
+fn checks_by_kind(c: &CellResult) -> BTreeMap<String, Units> {
+    let mut out: BTreeMap<String, Units> = BTreeMap::new();
+    for r in c
+        .summary
+        .iter()
+        .flat_map(|s| &s.requests)
+        .filter(|r| r.is_ok())
+    {
+        if let (Some(kind), Some(i), Some(pass)) = (&r.label, r.index, r.answer_check) {
+            out.entry(kind.clone())
+                .or_default()
+                .insert((i, r.turn), pass);
+        }
+    }
+    out
+}
+
+/// For a cell of `set`, its set's baseline and whether each answer is
+/// that baseline's at the same point and repetition; nothing for the
+/// baseline's own cells or without a baseline.
+fn agreement_of(set: &ResultSet) -> impl Fn(&CellResult) -> Option<(String, Units)> + '_ {
+    let baseline = set.meta.as_ref().and_then(|m| m.baseline.clone());
+    let point = |c: &CellResult| (super::model::point_name(c), c.workload.repetition);
+    let cells: HashMap<_, &CellResult> = set
+        .cells
+        .iter()
+        .filter(|c| Some(&c.server_id) == baseline.as_ref() && c.status.is_usable())
+        .map(|c| (point(c), c))
+        .collect();
+    move |c| {
+        let b = baseline.as_ref().filter(|b| **b != c.server_id)?;
+        let bc = cells.get(&point(c))?;
+        Some((b.clone(), super::agreement::identical_by_unit(c, bc)))
     }
 }
 
@@ -270,9 +402,28 @@ pub fn render(c: &Comparison) -> String {
     for n in &c.notes {
         out.push_str(&format!("note: {n}\n"));
     }
+    for a in &c.answers {
+        out.push_str(&format!(
+            "answers: {}/{}: {} of {} pass in BASE, {} in NEW on the same prompts ({} lost, {} gained{}){}\n",
+            a.server_id,
+            a.measure,
+            a.base_passed,
+            a.pairs,
+            a.new_passed,
+            a.losses,
+            a.wins,
+            if a.losses > a.wins {
+                format!(", sign test p = {:.3}", super::checks::sign_test(a.losses, a.losses + a.wins))
+            } else {
+                String::new()
+            },
+            if a.regression { " REGRESSION" } else { "" }
+        ));
+    }
     out.push_str(&format!(
-        "{} regression(s) flagged (limit: the larger of the threshold and {NOISE_FACTOR} × the relative range across repetitions)\n",
-        c.regressions
+        "{} regression(s) flagged (limit: the larger of the threshold and {NOISE_FACTOR} × the relative range across repetitions; answers: {})\n",
+        c.regressions,
+        super::checks::drop_rule()
     ));
     out
 }
