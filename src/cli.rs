@@ -338,6 +338,11 @@ pub struct BenchArgs {
     /// Write the full result (every request's raw record) to this JSON file.
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// An earlier `--output` of the same bench: compare this run's answers
+    /// with its answers, unit by unit (exit 3 when they differ early and
+    /// often, or pass their checks clearly less often).
+    #[arg(long)]
+    pub expect: Option<PathBuf>,
 }
 
 /// Arguments of `servebench sim`.

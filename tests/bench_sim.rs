@@ -375,3 +375,77 @@ async fn bench_judges_answers_as_run_does_a_repeated_word_is_degenerate() {
         .collect();
     assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
 }
+
+/// `servebench bench ARGS` as a process, off the runtime the simulators use.
+async fn bench_cli(args: Vec<String>) -> (i32, String, String) {
+    tokio::task::spawn_blocking(move || {
+        let mut argv = vec!["bench".to_string()];
+        argv.extend(args);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        common::run(&argv)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expect_compares_answers_with_an_earlier_run_and_exits_3_when_they_got_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("before.json");
+    let good = start_sim(fast_sim()).await;
+    let mut cfg = fast_sim();
+    cfg.wrong_answers = true;
+    let upgraded = start_sim(cfg).await;
+    let args = |url: String, extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--url",
+            &url,
+            "--api",
+            "chat",
+            "--prompt-kind",
+            "arithmetic,json-extraction",
+            "--concurrency",
+            "2",
+            "--num-requests",
+            "12",
+            "--output-len",
+            "64",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let o = old.to_str().unwrap();
+    let (code, out, err) = bench_cli(args(good.url(), &["--output", o])).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    // The same server again: every answer is the earlier one.
+    let (code, out, err) = bench_cli(args(good.url(), &["--expect", o])).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    for l in [
+        format!("answers at concurrency 2: 12 of 12 identical to {o}'s\n"),
+        format!("  arithmetic check: 6 of 6 pass in {o}, 6 in this run on the same prompts (0 lost, 0 gained)\n"),
+    ] {
+        assert!(out.contains(&l), "lacks {l}:\n{out}");
+    }
+    // An upgrade that gets the sums wrong at the same speed.
+    let (code, out, err) = bench_cli(args(upgraded.url(), &["--expect", o])).await;
+    assert_eq!(code, 3, "{out}\n{err}");
+    for l in [
+        format!("answers at concurrency 2: 0 of 12 identical to {o}'s; 12 differ within their first 16 words"),
+        format!("  ANSWERS CHANGED: 12 of 12 answers differ from baseline `{o}`'s"),
+        format!("  arithmetic check: 6 of 6 pass in {o}, 0 in this run on the same prompts (6 lost, 0 gained, sign test p = 0.016) DROP\n"),
+        format!("  json-extraction check: 6 of 6 pass in {o}, 0 in this run on the same prompts (6 lost, 0 gained, sign test p = 0.016) DROP\n"),
+    ] {
+        assert!(out.contains(&l), "lacks {l}:\n{out}");
+    }
+    // Other prompts are refused before any request is sent.
+    let (code, out, err) = bench_cli(args(good.url(), &["--expect", o, "--seed", "7"])).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("that run asked other things, so its answers are not comparable: --seed 0 there, 7 here"),
+        "{err}"
+    );
+    assert!(!out.contains("answers at"), "{out}");
+}

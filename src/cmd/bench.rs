@@ -25,6 +25,8 @@ use crate::util::fsx;
 use crate::util::table;
 use crate::util::units::{parse_duration, parse_list, parse_slo, Slo};
 
+mod expect;
+
 /// Version of the bench result file layout.
 pub const BENCH_SCHEMA_VERSION: u32 = 1;
 
@@ -58,6 +60,10 @@ pub struct BenchSettings {
     pub seed: u64,
     /// Per-request limit, s.
     pub request_timeout_s: f64,
+    /// What the prompts were, in words; empty in files written before it
+    /// was recorded.
+    #[serde(default)]
+    pub prompts: String,
 }
 
 /// The `--output` file of `servebench bench`.
@@ -293,6 +299,19 @@ pub enum BenchEnd {
 /// Run `servebench bench`; says whether every request succeeded believably.
 pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<BenchEnd> {
     let r = resolve(&args)?;
+    let expected = args.expect.as_deref().map(read_expected).transpose()?;
+    if let (Some(path), Some(old)) = (&args.expect, &expected) {
+        let asked = expect::Asked {
+            prompts: &prompts_text(&r.prompts),
+            seed: args.seed,
+            output_len: args.output_len,
+            ignore_eos: args.ignore_eos,
+            api: args.api,
+        };
+        if let Some(w) = expect::comparable(&path.display().to_string(), old, &asked)? {
+            eprintln!("warning: {w}");
+        }
+    }
     let key = crate::util::secret::api_key(args.api_key.as_deref(), args.api_key_env.as_deref())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let endpoint = Endpoint::new(&args.url, args.api)?.with_api_key(key.as_deref())?;
@@ -369,10 +388,19 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
             warmup: args.warmup,
             seed: args.seed,
             request_timeout_s: r.request_timeout.as_secs_f64(),
+            prompts: prompts_text(&r.prompts),
         },
         levels,
     };
     print!("{}", summary_table(&result.levels));
+    let mut answers_ok = true;
+    if let (Some(path), Some(old)) = (&args.expect, &expected) {
+        let (lines, ok) = expect::judge(&path.display().to_string(), old, &result);
+        for l in lines {
+            println!("{l}");
+        }
+        answers_ok = ok;
+    }
     if let Some(path) = &args.output {
         write_result(path, &result)?;
         eprintln!("wrote {}", path.display());
@@ -381,14 +409,41 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
         eprintln!("interrupted; results of finished levels were written");
         return Ok(BenchEnd::Interrupted);
     }
-    let all_ok = result
-        .levels
-        .iter()
-        .all(|l| l.failed == 0 && l.suspicious.is_empty());
+    let all_ok = answers_ok
+        && result
+            .levels
+            .iter()
+            .all(|l| l.failed == 0 && l.suspicious.is_empty());
     Ok(if all_ok {
         BenchEnd::AllOk
     } else {
         BenchEnd::SomeFailed
+    })
+}
+
+/// The prompts in words, for the result file and `--expect`.
+fn prompts_text(p: &Prompts) -> String {
+    match p {
+        Prompts::Synthetic {
+            input_len,
+            shared_prefix,
+        } => format!("synthetic, {input_len} tokens, {shared_prefix} shared"),
+        Prompts::Kinds(sel) => format!("prompt kinds {sel}"),
+        Prompts::Dataset { path, format, .. } => {
+            format!("dataset {} ({format:?})", path.display())
+        }
+        Prompts::Scenario(sc) => format!("scenario {}", sc.name),
+    }
+}
+
+/// An earlier bench result, read before any load is sent.
+fn read_expected(path: &Path) -> anyhow::Result<BenchResult> {
+    let bytes = std::fs::read(path).with_context(|| format!("--expect {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| {
+        format!(
+            "--expect {}: not a `servebench bench --output` file",
+            path.display()
+        )
     })
 }
 

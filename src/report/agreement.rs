@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::record::OutputText;
+use crate::client::record::{OutputText, RequestRecord};
 use crate::failure::{Failure, FailureClass};
 use crate::store::CellResult;
 
@@ -230,6 +230,12 @@ pub fn answer_rows(
 /// Compare `cell`'s answers with `base`'s, request by request.
 pub fn compare(cell: &CellResult, base: &CellResult) -> Option<Agreement> {
     let (s, b) = (cell.summary.as_ref()?, base.summary.as_ref()?);
+    compare_requests(&s.requests, &b.requests)
+}
+
+/// Compare the answers of `mine` with those of `theirs` to the same units
+/// of work; `None` when no pair of completed answers has digests.
+pub fn compare_requests(mine: &[RequestRecord], theirs: &[RequestRecord]) -> Option<Agreement> {
     let mut a = Agreement {
         compared: 0,
         identical: 0,
@@ -239,14 +245,9 @@ pub fn compare(cell: &CellResult, base: &CellResult) -> Option<Agreement> {
     };
     // Pairs by the unit of work each request was (its index and turn): the
     // order in which concurrent requests were sent differs between runs.
-    let key = |r: &crate::client::record::RequestRecord| r.index.map(|i| (i, r.turn));
-    let theirs: HashMap<_, _> = b
-        .requests
-        .iter()
-        .filter_map(|r| Some((key(r)?, r)))
-        .collect();
-    let pairs = s
-        .requests
+    let key = |r: &RequestRecord| r.index.map(|i| (i, r.turn));
+    let theirs: HashMap<_, _> = theirs.iter().filter_map(|r| Some((key(r)?, r))).collect();
+    let pairs = mine
         .iter()
         .filter_map(|x| Some((x, *theirs.get(&key(x)?)?)));
     for (x, y) in pairs {

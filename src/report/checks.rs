@@ -237,8 +237,76 @@ pub fn judge(servers: &[String], cells: &[&CellResult], baseline: Option<&str>) 
     }
 }
 
+/// Outcomes (passed or not) by unit of work (index, turn).
+pub type Units = HashMap<(u64, Option<u32>), bool>;
+
+/// One measure's pass or fail outcomes paired across two runs of the same
+/// prompts (BASE, then NEW).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize)]
+pub struct Paired {
+    /// Units with an outcome in both.
+    pub pairs: usize,
+    /// Of those, passes in BASE.
+    pub base_passed: usize,
+    /// Of those, passes in NEW.
+    pub new_passed: usize,
+    /// Passed in BASE, failed in NEW.
+    pub losses: usize,
+    /// Failed in BASE, passed in NEW.
+    pub wins: usize,
+}
+
+impl Paired {
+    /// Add every unit with an outcome in both.
+    pub fn add(&mut self, base: &Units, new: &Units) {
+        for (unit, b) in base {
+            let Some(n) = new.get(unit) else { continue };
+            self.pairs += 1;
+            self.base_passed += *b as usize;
+            self.new_passed += *n as usize;
+            self.losses += (*b && !n) as usize;
+            self.wins += (*n && !b) as usize;
+        }
+    }
+
+    /// Whether NEW is clearly worse ([`clearly_worse`]).
+    pub fn dropped(&self) -> bool {
+        clearly_worse(self.pairs, self.losses, self.wins)
+    }
+
+    /// The figures in words: "6 of 6 pass in BASE, 0 in NEW on the same
+    /// prompts (6 lost, 0 gained, sign test p = 0.016)".
+    pub fn text(&self, base: &str, new: &str) -> String {
+        let p = if self.losses > self.wins {
+            format!(
+                ", sign test p = {:.3}",
+                sign_test(self.losses, self.losses + self.wins)
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "{} of {} pass in {base}, {} in {new} on the same prompts ({} lost, {} gained{p})",
+            self.base_passed, self.pairs, self.new_passed, self.losses, self.wins
+        )
+    }
+}
+
+/// The checked, completed answers of `requests`, by prompt kind.
+pub fn checks_by_kind(requests: &[RequestRecord]) -> BTreeMap<String, Units> {
+    let mut out: BTreeMap<String, Units> = BTreeMap::new();
+    for r in requests.iter().filter(|r| r.is_ok()) {
+        if let (Some(kind), Some(i), Some(pass)) = (&r.label, r.index, r.answer_check) {
+            out.entry(kind.clone())
+                .or_default()
+                .insert((i, r.turn), pass);
+        }
+    }
+    out
+}
+
 /// Whether each checked, completed answer passed, by (index, turn).
-pub fn checked_by_unit(requests: &[RequestRecord]) -> HashMap<(u64, Option<u32>), bool> {
+fn checked_by_unit(requests: &[RequestRecord]) -> Units {
     requests
         .iter()
         .filter(|r| r.is_ok())

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
+use super::checks::{checks_by_kind, Paired, Units};
 use super::model::{status_text, Spread};
 use super::ResultSet;
 use crate::store::CellResult;
@@ -98,16 +99,8 @@ pub struct AnswerDrop {
     pub server_id: String,
     /// `<kind> check` or `agreement with <baseline>`.
     pub measure: String,
-    /// Answer pairs with an outcome in both sets.
-    pub pairs: usize,
-    /// Of those, passes in BASE.
-    pub base_passed: usize,
-    /// Of those, passes in NEW.
-    pub new_passed: usize,
-    /// Pairs passed in BASE and failed in NEW.
-    pub losses: usize,
-    /// Pairs failed in BASE and passed in NEW.
-    pub wins: usize,
+    /// The paired outcomes.
+    pub paired: Paired,
     /// Whether the drop is clear (a regression).
     pub regression: bool,
 }
@@ -268,73 +261,40 @@ fn answer_drops(
     new: &ResultSet,
     groups: &BTreeMap<(String, String), Group>,
 ) -> Vec<AnswerDrop> {
-    // (server, measure) → (pairs, base passed, new passed, losses, wins)
-    let mut tally: BTreeMap<(String, String), [usize; 5]> = BTreeMap::new();
-    let mut add = |server: &str, measure: String, outcomes: (&Units, &Units)| {
-        for (unit, b) in outcomes.0 {
-            let Some(n) = outcomes.1.get(unit) else {
-                continue;
-            };
-            let t = tally
-                .entry((server.to_string(), measure.clone()))
-                .or_default();
-            t[0] += 1;
-            t[1] += *b as usize;
-            t[2] += *n as usize;
-            t[3] += (*b && !n) as usize;
-            t[4] += (*n && !b) as usize;
-        }
-    };
+    let mut tally: BTreeMap<(String, String), Paired> = BTreeMap::new();
     let (agree_b, agree_n) = (agreement_of(base), agreement_of(new));
     for ((server, _), (_, bs, ns)) in groups {
         for (b, n) in bs.iter().zip(ns) {
-            let (kb, kn) = (checks_by_kind(b), checks_by_kind(n));
-            for (kind, ob) in &kb {
-                if let Some(on) = kn.get(kind) {
-                    add(server, format!("{kind} check"), (ob, on));
+            let kn = checks_by_kind(requests(n));
+            for (kind, ob) in checks_by_kind(requests(b)) {
+                if let Some(on) = kn.get(&kind) {
+                    tally
+                        .entry((server.clone(), format!("{kind} check")))
+                        .or_default()
+                        .add(&ob, on);
                 }
             }
             if let (Some((name, ob)), Some((_, on))) = (agree_b(b), agree_n(n)) {
-                add(server, format!("agreement with `{name}`"), (&ob, &on));
+                tally
+                    .entry((server.clone(), format!("agreement with `{name}`")))
+                    .or_default()
+                    .add(&ob, &on);
             }
         }
     }
     tally
         .into_iter()
-        .map(
-            |((server_id, measure), [pairs, base_passed, new_passed, losses, wins])| AnswerDrop {
-                server_id,
-                measure,
-                pairs,
-                base_passed,
-                new_passed,
-                losses,
-                wins,
-                regression: super::checks::clearly_worse(pairs, losses, wins),
-            },
-        )
+        .map(|((server_id, measure), paired)| AnswerDrop {
+            server_id,
+            measure,
+            paired,
+            regression: paired.dropped(),
+        })
         .collect()
 }
 
-/// Outcomes by unit of work (index, turn).
-type Units = HashMap<(u64, Option<u32>), bool>;
-
-/// A cell's checked answers by prompt kind.
-fn checks_by_kind(c: &CellResult) -> BTreeMap<String, Units> {
-    let mut out: BTreeMap<String, Units> = BTreeMap::new();
-    for r in c
-        .summary
-        .iter()
-        .flat_map(|s| &s.requests)
-        .filter(|r| r.is_ok())
-    {
-        if let (Some(kind), Some(i), Some(pass)) = (&r.label, r.index, r.answer_check) {
-            out.entry(kind.clone())
-                .or_default()
-                .insert((i, r.turn), pass);
-        }
-    }
-    out
+fn requests(c: &CellResult) -> &[crate::client::record::RequestRecord] {
+    c.summary.as_ref().map_or(&[][..], |s| &s.requests[..])
 }
 
 /// For a cell of `set`, its set's baseline and whether each answer is
@@ -404,19 +364,10 @@ pub fn render(c: &Comparison) -> String {
     }
     for a in &c.answers {
         out.push_str(&format!(
-            "answers: {}/{}: {} of {} pass in BASE, {} in NEW on the same prompts ({} lost, {} gained{}){}\n",
+            "answers: {}/{}: {}{}\n",
             a.server_id,
             a.measure,
-            a.base_passed,
-            a.pairs,
-            a.new_passed,
-            a.losses,
-            a.wins,
-            if a.losses > a.wins {
-                format!(", sign test p = {:.3}", super::checks::sign_test(a.losses, a.losses + a.wins))
-            } else {
-                String::new()
-            },
+            a.paired.text("BASE", "NEW"),
             if a.regression { " REGRESSION" } else { "" }
         ));
     }
