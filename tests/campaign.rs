@@ -592,9 +592,15 @@ grace_period = "3s"
 }
 
 #[test]
-fn real_llamacpp_campaign_runs_autoregressive_and_speculative() {
+fn real_llamacpp_campaign_runs_autoregressive_and_speculative_and_their_answers_agree() {
     let dir = tempfile::tempdir().unwrap();
-    let head = real_llamacpp_head("real", ", \"--metrics\"", 2048);
+    let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
+    let head = real_llamacpp_head("real", ", \"--metrics\"", 2048)
+        .replace("max_running_requests = 1", "max_running_requests = 2");
+    // Greedy requests against autoregressive decoding, llama.cpp's n-gram
+    // lookup and a draft model (the target itself as its own drafter, the
+    // one GGUF at hand; its drafts are nearly all accepted), one request
+    // at a time and two.
     let text = format!(
         r#"{head}
 [[server]]
@@ -602,13 +608,16 @@ id = "ar"
 [[server]]
 id = "ngram"
 speculative = {{ method = "ngram", llamacpp_type = "ngram-simple" }}
+[[server]]
+id = "draft"
+speculative = {{ method = "draft-model", draft_model = "{gguf}", num_draft_tokens = 4 }}
 [[workload]]
-name = "code"
+name = "mixed"
 api = "chat"
-prompt_kinds = "quicksort"
-output_len = 24
-concurrency = 1
-num_requests = 3
+prompt_kinds = ["quicksort", "arithmetic", "json-extraction", "haiku"]
+output_len = 32
+concurrency = [1, 2]
+num_requests = 8
 [run]
 baseline = "ar"
 health_timeout = "60s"
@@ -617,55 +626,100 @@ grace_period = "3s"
     );
     let campaign = write_campaign(dir.path(), &text);
     let (code, stdout, stderr) = run(&["run", campaign.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
     let cells = cells(&dir.path().join("results/real"));
-    assert_eq!(cells.len(), 2);
+    assert_eq!(cells.len(), 6, "{:?}", cells.keys().collect::<Vec<_>>());
     for (name, c) in &cells {
         assert_eq!(c["status"], "ok", "{name}");
         let reqs = c["summary"]["requests"].as_array().unwrap();
-        assert_eq!(reqs.len(), 3);
-        assert!(reqs.iter().all(|r| r["output_tokens"] == 24));
+        assert_eq!(reqs.len(), 8);
+        assert!(reqs.iter().all(|r| r["output_tokens"] == 32));
         assert!(c["server_run"]["command"]
             .as_array()
             .unwrap()
             .iter()
             .any(|a| a == "--parallel"));
     }
-    for id in ["ar", "ngram"] {
-        let run = &cells[&format!("{id}/code-kinds-out24-c1")]["server_run"];
+    for id in ["ar", "ngram", "draft"] {
+        let run = &cells[&format!("{id}/mixed-kinds-out32-c1")]["server_run"];
         assert!(run["warmup_s"].as_f64().is_some_and(|s| s > 0.0), "{run}");
         assert!(run.get("warmup_error").is_none(), "{run}");
-        // llama.cpp logs one timing summary per finished request: the three
-        // measured ones and the warm-up sent before them.
+        // llama.cpp logs one timing summary per finished request: the
+        // sixteen measured ones and the warm-up sent before them.
         let log = std::fs::read_to_string(dir.path().join(format!("results/real/logs/{id}.log")))
             .unwrap();
         let finished = log.lines().filter(|l| l.contains("total time =")).count();
-        assert_eq!(finished, 4, "{id}: {log}");
+        assert_eq!(finished, 17, "{id}: {log}");
     }
-    // Greedy n-gram speculation at one request at a time is exact on
-    // llama.cpp: every answer is the autoregressive one, word for word.
+    // Agreement with the autoregressive answers, measured twice on this
+    // 2-core machine: at c1 16 of 16 identical for n-gram and draft in both
+    // runs; at c2 8 of 8 for the draft model in both, and for n-gram 8 of 8,
+    // then 7 of 8 (one JSON answer opened with "```json" instead of "{":
+    // two sequences in one batch take other kernel paths than one, and a
+    // near tie between the top two tokens can flip even the first token).
+    // So: one request at a time is exact on every run (a verification step
+    // computes each row as one-token decoding does on llama.cpp's CPU
+    // kernels); two at a time never departs early and often, and mostly agrees.
     let report: serde_json::Value = serde_json::from_slice(
         &std::fs::read(dir.path().join("results/real/report.json")).unwrap(),
     )
     .unwrap();
-    let ngram_row = report["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["server_id"] == "ngram")
-        .unwrap();
-    assert_eq!(ngram_row["output_identical"], 1.0, "{ngram_row}");
-    let spec = &cells["ngram/code-kinds-out24-c1"];
-    let argv: Vec<&str> = spec["server_run"]["command"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let row = |id: &str, cell: &str| {
+        report["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["server_id"] == id && c["cell_name"] == cell)
+            .unwrap_or_else(|| panic!("{id}/{cell}"))
+            .clone()
+    };
+    for id in ["ngram", "draft"] {
+        let c1 = row(id, "mixed-kinds-out32-c1");
+        assert_eq!(c1["output_identical"], 1.0, "{c1}");
+        let c2 = row(id, "mixed-kinds-out32-c2");
+        assert_eq!(c2["status"], "ok", "{c2}");
+        assert!(c2["output_identical"].as_f64().unwrap() >= 0.5, "{c2}");
+        let answers = report["answers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["server_id"] == id)
+            .unwrap()
+            .clone();
+        assert_eq!(answers["answers_compared"], 16, "{answers}");
+        assert_eq!(answers["mismatched_cells"], 0, "{answers}");
+        assert_eq!(answers["wrong_answer_cells"], 0, "{answers}");
+    }
+    let argv = |id: &str| -> Vec<String> {
+        cells[&format!("{id}/mixed-kinds-out32-c1")]["server_run"]["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect()
+    };
     assert!(
-        argv.windows(2)
+        argv("ngram")
+            .windows(2)
             .any(|w| w == ["--spec-type", "ngram-simple"]),
-        "{argv:?}"
+        "{:?}",
+        argv("ngram")
+    );
+    assert!(
+        argv("draft")
+            .windows(2)
+            .any(|w| w == ["--spec-type", "draft-simple"])
+            && argv("draft")
+                .windows(2)
+                .any(|w| w[0] == "--spec-draft-model" && w[1] == gguf),
+        "{:?}",
+        argv("draft")
+    );
+    // Drafts were proposed and accepted: the speculation really ran.
+    let spec = &cells["draft/mixed-kinds-out32-c1"]["summary"];
+    assert!(
+        spec["accepted_draft_tokens"].as_u64().unwrap() > 0,
+        "{spec}"
     );
     assert!(stdout.contains("ngram"), "{stdout}");
 }
