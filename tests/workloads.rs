@@ -258,3 +258,175 @@ num_requests = 1
     .unwrap();
     assert_eq!(skipped["status"], "skipped");
 }
+
+/// The shipped slices of real traces (copied from the publishers, unedited).
+fn trace_fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/traces")
+        .join(name)
+}
+
+#[test]
+fn real_trace_slices_are_read_whole_with_their_own_times_lengths_and_block_ids() {
+    use servebench::workload::trace::{self, ReplaySettings, TraceFormat};
+    let conv = trace_fixture("mooncake-conversation-400.jsonl");
+    let r = trace::load(&conv, None, &ReplaySettings::default()).unwrap();
+    // Independently: every line's fields, read as plain JSON.
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&conv)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(r.requests.len(), lines.len());
+    assert_eq!(r.stats.changes(), Vec::<String>::new());
+    for (q, l) in r.requests.iter().zip(&lines) {
+        assert_eq!(q.input_len, l["input_length"].as_u64().unwrap());
+        assert_eq!(q.output_len, l["output_length"].as_u64().unwrap());
+        assert_eq!(q.offset_ms, l["timestamp"].as_f64().unwrap());
+        let ids: Vec<u64> = l["hash_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        assert_eq!(q.hash_ids, ids);
+    }
+    assert_eq!(r.stats.replay_span_s, 141.0);
+    // Block 0 opens most conversations: the system prompt they share.
+    let opening_with_0 = r.requests.iter().filter(|q| q.hash_ids[0] == 0).count();
+    assert!(opening_with_0 > 200, "{opening_with_0}");
+    let synthetic = trace::load(
+        &trace_fixture("mooncake-synthetic-300.jsonl"),
+        Some(TraceFormat::Mooncake),
+        &ReplaySettings::default(),
+    )
+    .unwrap();
+    assert_eq!(synthetic.requests.len(), 300);
+
+    let azure = trace_fixture("azure-conv-500.csv");
+    assert_eq!(TraceFormat::detect(&azure).unwrap(), TraceFormat::Azure);
+    let r = trace::load(&azure, None, &ReplaySettings::default()).unwrap();
+    let rows: Vec<Vec<String>> = std::fs::read_to_string(&azure)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(String::from).collect())
+        .collect();
+    assert_eq!(r.requests.len(), rows.len());
+    // All on one day: seconds of the day are enough to check the offsets.
+    let secs = |t: &str| {
+        let clock = t.split(' ').nth(1).unwrap();
+        let p: Vec<f64> = clock.split(':').map(|x| x.parse().unwrap()).collect();
+        p[0] * 3600.0 + p[1] * 60.0 + p[2]
+    };
+    let t0 = secs(&rows[0][0]);
+    for (q, row) in r.requests.iter().zip(&rows) {
+        assert!((q.offset_ms - (secs(&row[0]) - t0) * 1000.0).abs() < 1e-3);
+        assert_eq!(q.input_len, row[1].parse::<u64>().unwrap());
+        assert_eq!(q.output_len, row[2].parse::<u64>().unwrap());
+        assert!(q.hash_ids.is_empty());
+    }
+}
+
+#[test]
+fn a_replay_is_scaled_windowed_and_time_compressed_as_declared_and_says_so() {
+    use servebench::workload::trace::{self, ReplaySettings};
+    let s = ReplaySettings {
+        time_scale: 10.0,
+        max_idle_gap_s: Some(0.5),
+        start_s: 20.0,
+        end_s: Some(80.0),
+        length_scale: 1.0 / 16.0,
+        max_context: Some(1024),
+        ..Default::default()
+    };
+    let r = trace::load(&trace_fixture("mooncake-conversation-400.jsonl"), None, &s).unwrap();
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(trace_fixture("mooncake-conversation-400.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let inside: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| (20_000.0..80_000.0).contains(&l["timestamp"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(r.requests.len(), inside.len());
+    assert_eq!(r.block, 32);
+    for (q, l) in r.requests.iter().zip(&inside) {
+        assert!(q.input_len + q.output_len <= 1024, "{q:?}");
+        // Full blocks keep 32 tokens each; the partial one its share.
+        let n = l["hash_ids"].as_array().unwrap().len() as u64;
+        if q.hash_ids.len() as u64 == n {
+            assert!(q.input_len > (n - 1) * 32 && q.input_len <= n * 32, "{q:?}");
+        }
+    }
+    // Gaps are a tenth of the trace's, none longer than half a second.
+    for w in r.requests.windows(2) {
+        let gap = w[1].offset_ms - w[0].offset_ms;
+        let traced = (w[1].trace_ms - w[0].trace_ms) / 10.0;
+        assert!(gap <= 500.0 + 1e-9 && (gap - traced.min(500.0)).abs() < 1e-6);
+    }
+    let changes = r.stats.changes().join("; ");
+    assert!(
+        changes.contains("outputs shortened to fit the context"),
+        "{changes}"
+    );
+}
+
+#[test]
+fn broken_trace_rows_name_their_file_and_line() {
+    use servebench::workload::trace::{self, ReplaySettings};
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "ids.jsonl",
+            "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1, 2]}\n{\"timestamp\": 5, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1]}\n",
+            "ids.jsonl: line 2: 1 hash ids for 600 prompt tokens, which need 2 blocks of 512 tokens (block_size)",
+        ),
+        (
+            "neg.jsonl",
+            "{\"timestamp\": 0, \"input_length\": 6, \"output_length\": 5, \"hash_ids\": [-1]}\n",
+            "neg.jsonl: line 1: not a Mooncake row",
+        ),
+        (
+            "big.jsonl",
+            "{\"timestamp\": 0, \"input_length\": 6, \"output_length\": 5, \"hash_ids\": [18446744073709551615]}\n\n{\"timestamp\": 1}\n",
+            "big.jsonl: line 3: not a Mooncake row",
+        ),
+        (
+            "azure.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:47,lots,44\n",
+            "azure.csv: line 3: ContextTokens `lots` is not a token count",
+        ),
+        (
+            "burst.csv",
+            "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,Conversation log\n-3,ChatGPT,472,18,490,Conversation log\n",
+            "burst.csv: line 3: Timestamp `-3` is not a time",
+        ),
+        (
+            "other.csv",
+            "when,prompt,answer\n1,2,3\n",
+            "other.csv: line 1: not a known trace format",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        let err = trace::load(&p, None, &ReplaySettings::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want), "{name}: {err}");
+    }
+    // BurstGPT rows without a response failed in production: skipped, counted.
+    let p = dir.path().join("ok.csv");
+    std::fs::write(
+        &p,
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,Conversation log\n7.5,GPT-4,100,0,100,Conversation log\n9,GPT-4,100,3,103,API log\n",
+    )
+    .unwrap();
+    let r = trace::load(&p, None, &ReplaySettings::default()).unwrap();
+    let offsets: Vec<f64> = r.requests.iter().map(|q| q.offset_ms).collect();
+    assert_eq!(offsets, [0.0, 4000.0]);
+    assert_eq!(r.stats.skipped_empty, 1);
+}

@@ -5,6 +5,7 @@
 //! - [`exact_len`]: long-context prompts of exactly N tokens, unique per request
 //!   beyond an optional shared prefix.
 //! - [`prompts`]: the built-in prompt kinds (code, arithmetic, JSON extraction, haiku).
+//! - [`trace`]: production traces (Mooncake, Azure, BurstGPT) read as a stream into a replay schedule.
 //! - [`answer_check`]: the checks of the built-in prompts whose right answer is known.
 //! - [`dataset`]: ShareGPT JSON and JSONL prompt files, sampled and length-filtered.
 //! - [`session`]: multi-turn agentic scenarios (TOML files and built-ins).
@@ -23,6 +24,7 @@ pub mod prompts;
 pub mod server_tokenizer;
 pub mod session;
 pub mod tokenize;
+pub mod trace;
 
 // Needs SERVEBENCH_TOKENIZER_JSON (see the module) and fails loudly without it.
 #[cfg(test)]
