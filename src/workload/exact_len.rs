@@ -265,15 +265,89 @@ impl ExactPromptBuilder {
         if let Some(hit) = cache.as_ref().filter(|c| c.seed == seed && c.len == len) {
             return Ok(hit.text.clone());
         }
-        let rng = seeded(mix(seed, u64::MAX - 1));
-        let mut units = UnitStream::new(self, rng, true);
-        let text: Arc<str> = Arc::from(self.fit("", 0, &mut units, len, "\n")?);
+        let text = self.filler_block(seed, len)?;
         *cache = Some(SharedPrefix {
             seed,
             len,
             text: text.clone(),
         });
         Ok(text)
+    }
+
+    /// Filler of exactly `len` tokens ending in a newline, the same for the
+    /// same seed; a shorter one of a seed starts as a longer one does.
+    fn filler_block(&self, seed: u64, len: usize) -> Result<Arc<str>, WorkloadError> {
+        let rng = seeded(mix(seed, u64::MAX - 1));
+        let mut units = UnitStream::new(self, rng, true);
+        Ok(Arc::from(self.fit("", 0, &mut units, len, "\n")?))
+    }
+
+    /// A prompt of exactly `tokens` tokens made of blocks named by ids, as
+    /// a trace describes it: `ids[i]` is `block` tokens of text of its own
+    /// (the same text wherever the id appears), the last block partial. So
+    /// two prompts whose ids agree on their first k positions share exactly
+    /// their first k blocks; an empty `ids` (a trace without block ids)
+    /// takes `unique` as the one id of a prompt of its own.
+    ///
+    /// Blocks are joined where the tokenizer does not merge (a newline
+    /// before an unindented line); if the whole text still counts other
+    /// than `tokens`, the last block is resized by the difference.
+    pub fn build_blocks(
+        &self,
+        ids: &[u64],
+        block: usize,
+        tokens: usize,
+        unique: u64,
+        cache: &mut BlockCache,
+    ) -> Result<ExactPrompt, WorkloadError> {
+        if tokens == 0 || block == 0 {
+            return Err(WorkloadError::Length {
+                target: tokens,
+                reason: "a prompt and a block need at least one token".into(),
+            });
+        }
+        // Ids name blocks; a prompt shorter than its ids say uses the first ones.
+        let unique_ids = [mix(unique, 0xB10C)];
+        let ids = if ids.is_empty() { &unique_ids[..] } else { ids };
+        let mut lens: Vec<usize> = Vec::new();
+        let mut left = tokens;
+        for (i, _) in ids.iter().enumerate() {
+            if left == 0 {
+                break;
+            }
+            let last = i + 1 == ids.len();
+            let n = if last { left } else { left.min(block) };
+            lens.push(n);
+            left -= n;
+        }
+        let mut last = 0;
+        for _ in 0..MAX_ATTEMPTS {
+            let mut text = String::new();
+            for (id, n) in ids.iter().zip(&lens) {
+                text.push_str(&cache.get(self, *id, *n)?);
+            }
+            last = self.counter.count(&text)?;
+            if last == tokens {
+                return Ok(ExactPrompt {
+                    text,
+                    tokens,
+                    shared_prefix_tokens: 0,
+                    exact: self.counter.exact(),
+                });
+            }
+            let end = lens.len() - 1;
+            let fixed = last as i64 - lens[end] as i64;
+            let want = tokens as i64 - fixed;
+            if want < 1 {
+                break;
+            }
+            lens[end] = want as usize;
+        }
+        Err(WorkloadError::NoConvergence {
+            target: tokens,
+            attempts: MAX_ATTEMPTS,
+            last,
+        })
     }
 
     /// `head + filler + tail` with exactly `target` tokens.
@@ -398,6 +472,36 @@ impl ExactPromptBuilder {
             prev_word_end = Some(end);
         }
         Ok(None)
+    }
+}
+
+/// The block texts of a replay, by (id, tokens): every prompt that names
+/// an id gets the same text. Bounded: past [`BlockCache::CAPACITY`] entries
+/// it starts afresh (texts are rebuilt, identical, when needed again).
+#[derive(Debug, Default)]
+pub struct BlockCache {
+    blocks: std::collections::HashMap<(u64, usize), Arc<str>>,
+}
+
+impl BlockCache {
+    /// Most block texts kept.
+    pub const CAPACITY: usize = 1 << 16;
+
+    fn get(
+        &mut self,
+        builder: &ExactPromptBuilder,
+        id: u64,
+        len: usize,
+    ) -> Result<Arc<str>, WorkloadError> {
+        if let Some(t) = self.blocks.get(&(id, len)) {
+            return Ok(t.clone());
+        }
+        if self.blocks.len() >= Self::CAPACITY {
+            self.blocks.clear();
+        }
+        let t = builder.filler_block(mix(id, 0x7ACE), len)?;
+        self.blocks.insert((id, len), t.clone());
+        Ok(t)
     }
 }
 
@@ -541,7 +645,7 @@ impl<'a> UnitStream<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::workload::ApproxCounter;
 
@@ -753,5 +857,52 @@ mod tests {
         let s = "ab cd\n  ef";
         assert_eq!(word_ends(s).collect::<Vec<_>>(), [0, 2, 5, 10]);
         assert_eq!(inner_cuts(s, 2, 5).collect::<Vec<_>>(), [3, 4]);
+    }
+
+    /// Prompts from block ids: exact lengths; equal ids at the same
+    /// positions give identical token blocks, other ids other blocks.
+    pub(crate) fn check_block_prompts(counter: Arc<dyn TokenCounter>) {
+        let b = ExactPromptBuilder::new(counter.clone()).unwrap();
+        let mut cache = BlockCache::default();
+        let block = 64;
+        // Two conversations share a system prompt (ids 7, 8), a third does
+        // not; u64::MAX and its neighbour are different ids.
+        let a = b
+            .build_blocks(&[7, 8, 100], block, 150, 0, &mut cache)
+            .unwrap();
+        let c = b
+            .build_blocks(&[7, 8, u64::MAX, 5], block, 200, 1, &mut cache)
+            .unwrap();
+        let d = b
+            .build_blocks(&[9, 8, u64::MAX - 1, 5], block, 200, 2, &mut cache)
+            .unwrap();
+        let lone = b.build_blocks(&[], block, 70, 3, &mut cache).unwrap();
+        for p in [&a, &c, &d, &lone] {
+            assert_eq!(counter.count(&p.text).unwrap(), p.tokens);
+        }
+        let (ta, tc, td) = (
+            counter.encode(&a.text).unwrap(),
+            counter.encode(&c.text).unwrap(),
+            counter.encode(&d.text).unwrap(),
+        );
+        let shared = ta.iter().zip(&tc).take_while(|(x, y)| x == y).count();
+        assert!(shared >= 2 * block, "{shared}");
+        assert!(shared < 2 * block + 8, "{shared}: block 3 must differ soon");
+        assert_ne!(ta[..block], td[..block]);
+        // Block 2 (id 8) is the same text in a and d, even after another first block.
+        assert!(d.text.contains(&*cache.get(&b, 8, block).unwrap()));
+        assert_ne!(tc[2 * block..2 * block + 8], td[2 * block..2 * block + 8]);
+        // Block 4 is id 5 in both: the same text again.
+        assert!(c
+            .text
+            .contains(&*cache.get(&b, 5, 200 - 3 * block).unwrap()));
+        assert!(d
+            .text
+            .ends_with(&*cache.get(&b, 5, 200 - 3 * block).unwrap()));
+    }
+
+    #[test]
+    fn block_prompts_share_exactly_the_blocks_their_ids_share() {
+        check_block_prompts(Arc::new(ApproxCounter));
     }
 }

@@ -170,3 +170,8 @@ fn builds_a_100k_prompt_exactly_and_reports_its_build_time() {
         assert_eq!(tok.encode(&p.text).unwrap().len(), 100_000);
     }
 }
+
+#[test]
+fn block_prompts_from_hash_ids_are_exact_and_share_their_blocks_with_the_real_tokenizer() {
+    super::exact_len::tests::check_block_prompts(tokenizer());
+}
