@@ -28,7 +28,7 @@ pub enum Command {
     /// Run a campaign: launch each server once, measure its cells, resume from stored results.
     Run(RunArgs),
     /// One-shot load against an already running OpenAI-compatible endpoint.
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Run the built-in simulated OpenAI-compatible server.
     Sim(SimArgs),
     /// Estimate GPU memory, KV capacity and feasibility of one server config.
@@ -338,6 +338,38 @@ pub struct BenchArgs {
     /// Write the full result (every request's raw record) to this JSON file.
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// Replay a production trace on its own schedule (Mooncake JSONL, Azure
+    /// or BurstGPT CSV): its lengths, its prefix blocks, its arrival times.
+    #[arg(long, conflicts_with_all = ["concurrency", "request_rate", "prompt_kind", "dataset", "scenario"])]
+    pub trace: Option<PathBuf>,
+    /// The trace's format (mooncake, azure, burstgpt); detected when not given.
+    #[arg(long, requires = "trace")]
+    pub trace_format: Option<String>,
+    /// Traffic multiples to replay at, one level each: 2 sends the trace
+    /// twice as fast.
+    #[arg(long, default_value = "1", requires = "trace")]
+    pub time_scale: String,
+    /// Longest gap between two sends after scaling, e.g. 5s.
+    #[arg(long, requires = "trace")]
+    pub max_idle_gap: Option<String>,
+    /// Trace time at which to start, e.g. 10m (from the trace's first request).
+    #[arg(long, requires = "trace")]
+    pub trace_start: Option<String>,
+    /// Trace time at which to stop (exclusive).
+    #[arg(long, requires = "trace")]
+    pub trace_end: Option<String>,
+    /// Prompt tokens per hash id in the trace.
+    #[arg(long, default_value_t = crate::workload::trace::DEFAULT_BLOCK_SIZE, requires = "trace")]
+    pub block_size: u64,
+    /// Factor on the trace's prompt lengths and block size (for a smaller server).
+    #[arg(long, default_value_t = 1.0, requires = "trace")]
+    pub length_scale: f64,
+    /// Factor on the trace's output lengths.
+    #[arg(long, default_value_t = 1.0, requires = "trace")]
+    pub output_scale: f64,
+    /// The server's context: longer requests are clamped (output first) and counted.
+    #[arg(long, requires = "trace")]
+    pub max_context: Option<u64>,
     /// An earlier `--output` of the same bench: compare this run's answers
     /// with its answers, unit by unit (exit 3 when they differ early and
     /// often, or pass their checks clearly less often).

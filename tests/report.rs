@@ -136,7 +136,7 @@ fn cell(
         * 8.0
         / match w.load {
             LoadShape::Concurrency { value } => value as f64,
-            LoadShape::Rate { .. } => 1.0,
+            LoadShape::Rate { .. } | LoadShape::Replay { .. } => 1.0,
         };
     let summary = (!recs.is_empty()).then(|| {
         summarize(

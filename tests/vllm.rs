@@ -130,10 +130,12 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
     assert_eq!(all.len(), 10, "{:?}", all.keys().collect::<Vec<_>>());
     // Greedy n-gram speculation is meant to be lossless: its answers are
     // judged against the AR server's. Measured: 8 of 8 identical over the
-    // c1 and c2 cells. Verification runs the target over several tokens in
-    // one pass, whose numerics may differ from one-token decoding, so a
-    // late token may drift on some run; what holds on every run is that no
-    // cell departs early and often (output_mismatch) and most agree.
+    // c1 and c2 cells, and on another run 6 of 8 (two answers of one
+    // two-request cell parted at word 2). Verification runs the target over
+    // several tokens in one pass, whose numerics may differ from one-token
+    // decoding, so a near tie can flip a token, even an early one; what
+    // holds on every run is that no cell departs early and often
+    // (output_mismatch needs at least three early partings) and most agree.
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
     let ngram = report["answers"]

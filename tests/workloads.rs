@@ -430,3 +430,133 @@ fn broken_trace_rows_name_their_file_and_line() {
     assert_eq!(offsets, [0.0, 4000.0]);
     assert_eq!(r.stats.skipped_empty, 1);
 }
+
+/// What a Mooncake row becomes under `length_scale` 1/`div` and
+/// `output_scale` 1/50 in a context of `ctx`, computed here apart from the
+/// replay's code: whole blocks of 512 become 512/`div` tokens, the last
+/// block its share; the output is cut first, then the prompt.
+fn scaled_mooncake(row: &serde_json::Value, div: u64, ctx: u64) -> (u64, u64) {
+    let n = row["hash_ids"].as_array().unwrap().len() as u64;
+    let last = row["input_length"].as_u64().unwrap() - (n - 1) * 512;
+    let block = 512 / div;
+    let mut input = (n - 1) * block + ((last as f64 / div as f64).round() as u64).clamp(1, block);
+    let mut output = ((row["output_length"].as_u64().unwrap() as f64 / 50.0).round() as u64).max(1);
+    if input + output > ctx {
+        output = ctx.saturating_sub(input).max(1).min(output);
+        input = input.min(ctx - output);
+    }
+    (input, output)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mooncake_slice_replays_on_the_simulator_with_its_schedule_and_exact_lengths() {
+    let sim = start_sim(fast_sim()).await;
+    let path = trace_fixture("mooncake-conversation-400.jsonl");
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (r, ok) = bench(&[
+        "--url",
+        &sim.url(),
+        "--api",
+        "chat",
+        "--trace",
+        path.to_str().unwrap(),
+        "--time-scale",
+        "20",
+        "--length-scale",
+        "0.0625",
+        "--output-scale",
+        "0.02",
+        "--max-context",
+        "2048",
+    ])
+    .await;
+    assert!(ok);
+    let level = &r.levels[0];
+    assert_eq!(level.completed, 400);
+    // Records come sorted by send time; the trace's order is by index.
+    let mut reqs: Vec<_> = level.requests.iter().collect();
+    reqs.sort_by_key(|q| q.index.unwrap());
+    for (q, row) in reqs.iter().zip(&rows) {
+        let (input, output) = scaled_mooncake(row, 16, 2048);
+        assert_eq!(q.input_tokens, Some(input), "line {}", q.index.unwrap() + 1);
+        assert_eq!(q.planned_input_tokens, Some(input));
+        assert_eq!(q.output_tokens, Some(output));
+        let due = row["timestamp"].as_f64().unwrap() / 20.0;
+        assert!(
+            (q.scheduled_ms - due).abs() < 1e-6,
+            "{} vs {due}",
+            q.scheduled_ms
+        );
+    }
+    let source = level.source.as_ref().unwrap();
+    let said = source.dataset.as_deref().unwrap();
+    assert!(
+        said.starts_with("400 requests over 7.0 s (141.0 s of trace time), blocks of 32 tokens")
+            && said.contains("prompts shortened to fit the context"),
+        "{said}"
+    );
+    assert_eq!(r.levels[0].load.to_string(), "trace replay x20");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_llamacpp_replays_a_trace_slice_with_every_prompt_as_long_as_the_scaled_trace_says() {
+    let server = start_llama(&["-c", "2048", "-np", "1"]);
+    let path = trace_fixture("mooncake-conversation-400.jsonl");
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .take(16)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Counted with the model's tokenizer.json; the server's usage says
+    // whether that was right.
+    let tokenizer =
+        std::env::var("SERVEBENCH_TOKENIZER_JSON").expect("run through scripts/test.sh");
+    let (r, ok) = bench(&[
+        "--url",
+        &server.url(),
+        "--api",
+        "chat",
+        "--trace",
+        path.to_str().unwrap(),
+        "--num-requests",
+        "16",
+        "--length-scale",
+        "0.03125",
+        "--output-scale",
+        "0.02",
+        "--max-context",
+        "1024",
+        "--tokenizer",
+        &tokenizer,
+        "--request-timeout",
+        "120s",
+    ])
+    .await;
+    assert!(ok, "{:?}", r.levels[0].failures_by_class);
+    let level = &r.levels[0];
+    assert_eq!(level.completed, 16);
+    let mut reqs: Vec<_> = level.requests.iter().collect();
+    reqs.sort_by_key(|q| q.index.unwrap());
+    // Line 12 (5,448 tokens, 2,724 at 1/32) is clamped to the context.
+    assert_eq!(
+        scaled_mooncake(&rows[11], 32, 1024).0 + scaled_mooncake(&rows[11], 32, 1024).1,
+        1024
+    );
+    for (q, row) in reqs.iter().zip(&rows) {
+        let (input, output) = scaled_mooncake(row, 32, 1024);
+        // As llama.cpp's own usage counts the prompt, chat template included.
+        assert_eq!(q.input_tokens, Some(input), "line {}", q.index.unwrap() + 1);
+        assert_eq!(q.output_tokens, Some(output));
+        assert!((q.scheduled_ms - row["timestamp"].as_f64().unwrap()).abs() < 1e-6);
+    }
+    let lag = level.client.dispatch_lag_ms.unwrap();
+    eprintln!(
+        "replay dispatch lag: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        lag.p50, lag.p99, lag.max
+    );
+}

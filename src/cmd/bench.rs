@@ -102,6 +102,17 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
         fsx::check_replaceable(out).map_err(|e| anyhow::anyhow!("--output: {e}"))?;
     }
     let shapes = match (&a.concurrency, &a.request_rate) {
+        _ if a.trace.is_some() => parse_list(&a.time_scale, |s| {
+            let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+            if !(v > 0.0 && v.is_finite()) {
+                return Err(format!("time scale `{s}` must be positive"));
+            }
+            Ok(LoadShape::Replay {
+                time_scale: v,
+                max_concurrency: a.max_concurrency,
+            })
+        })
+        .map_err(|e| anyhow::anyhow!("--time-scale: {e}"))?,
         (Some(c), None) => parse_list(c, |s| {
             let v: u32 = s
                 .parse()
@@ -125,7 +136,7 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
             })
         })
         .map_err(|e| anyhow::anyhow!("--request-rate: {e}"))?,
-        (None, None) => bail!("give --concurrency LIST or --request-rate LIST"),
+        (None, None) => bail!("give --concurrency LIST, --request-rate LIST or --trace FILE"),
         (Some(_), Some(_)) => bail!("give either --concurrency or --request-rate, not both"),
     };
     if a.burstiness <= 0.0 || !a.burstiness.is_finite() {
@@ -150,6 +161,8 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
                 crate::load::schedule::check_rate_within(*value, duration)
                     .map_err(|e| anyhow::anyhow!("--request-rate: {e}"))?;
             }
+            // The trace's own settings are checked with the trace.
+            LoadShape::Replay { .. } => {}
         }
     }
     if let Some(cap) = a.max_concurrency {
@@ -165,6 +178,14 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
     };
     // A scenario is a finite script: by default each level's users play it once.
     let sessions_once = a.scenario.is_some() && stop.max_requests.is_none() && duration.is_none();
+    // A trace is finite (and its replay bounded in rows).
+    let stop = StopCondition {
+        max_requests: stop.max_requests.or(a
+            .trace
+            .is_some()
+            .then_some(crate::workload::trace::MAX_REQUESTS)),
+        ..stop
+    };
     let check = StopCondition {
         max_requests: stop.max_requests.or(sessions_once.then_some(1)),
         ..stop
@@ -208,6 +229,45 @@ pub fn check_args(a: &BenchArgs) -> anyhow::Result<()> {
 }
 
 fn resolve_prompts(a: &BenchArgs) -> anyhow::Result<Prompts> {
+    if let Some(path) = &a.trace {
+        let seconds = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<f64>> {
+            v.as_deref()
+                .map(|s| parse_duration(s).map(|d| d.as_secs_f64()))
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+        };
+        let settings = crate::workload::trace::ReplaySettings {
+            // Each level sets its own; the first is checked here.
+            time_scale: 1.0,
+            max_idle_gap_s: seconds("--max-idle-gap", &a.max_idle_gap)?,
+            start_s: seconds("--trace-start", &a.trace_start)?.unwrap_or(0.0),
+            end_s: seconds("--trace-end", &a.trace_end)?,
+            max_requests: a.num_requests,
+            block_size: a.block_size,
+            length_scale: a.length_scale,
+            output_scale: a.output_scale,
+            max_context: a.max_context,
+        };
+        settings
+            .validate()
+            .map_err(|e| anyhow::anyhow!("--trace: {e}"))?;
+        let format = a
+            .trace_format
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e: crate::workload::WorkloadError| anyhow::anyhow!("--trace-format: {e}"))?;
+        if !path.is_file() {
+            bail!("--trace {}: no such file", path.display());
+        }
+        return Ok(Prompts::Trace(std::sync::Arc::new(
+            crate::load::workloads::TraceSpec {
+                path: path.clone(),
+                format,
+                settings,
+            },
+        )));
+    }
     let given = [
         a.prompt_kind.is_some(),
         a.dataset.is_some(),
@@ -277,7 +337,7 @@ fn level_stop(r: &Resolved, shape: &LoadShape) -> StopCondition {
     }
     let users = match shape {
         LoadShape::Concurrency { value } => u64::from(*value),
-        LoadShape::Rate { .. } => 1,
+        LoadShape::Rate { .. } | LoadShape::Replay { .. } => 1,
     };
     StopCondition {
         max_requests: Some(users),
@@ -333,7 +393,7 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
             output_len: args.output_len,
             ignore_eos: args.ignore_eos,
             seed: args.seed.wrapping_add(i as u64),
-            prompts: r.prompts.clone(),
+            prompts: at_scale(&r.prompts, shape),
             tokenizer: args.tokenizer.clone(),
             count: stop.max_requests.map(|n| n.saturating_add(args.warmup)),
             probe_timeout: r.request_timeout.min(std::time::Duration::from_secs(60)),
@@ -421,6 +481,18 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
     })
 }
 
+/// A trace's prompts at a replay level's time scale; others as they are.
+fn at_scale(p: &Prompts, shape: &LoadShape) -> Prompts {
+    match (p, shape) {
+        (Prompts::Trace(t), LoadShape::Replay { time_scale, .. }) => {
+            let mut t = (**t).clone();
+            t.settings.time_scale = *time_scale;
+            Prompts::Trace(std::sync::Arc::new(t))
+        }
+        _ => p.clone(),
+    }
+}
+
 /// The prompts in words, for the result file and `--expect`.
 fn prompts_text(p: &Prompts) -> String {
     match p {
@@ -433,6 +505,11 @@ fn prompts_text(p: &Prompts) -> String {
             format!("dataset {} ({format:?})", path.display())
         }
         Prompts::Scenario(sc) => format!("scenario {}", sc.name),
+        Prompts::Trace(t) => format!(
+            "trace {} ({})",
+            t.path.display(),
+            serde_json::to_string(&t.settings).unwrap_or_default()
+        ),
     }
 }
 
@@ -522,7 +599,7 @@ mod tests {
         let mut v = vec!["servebench", "bench", "--url", "http://127.0.0.1:1"];
         v.extend(extra);
         match crate::cli::Cli::try_parse_from(v).unwrap().command {
-            crate::cli::Command::Bench(a) => a,
+            crate::cli::Command::Bench(a) => *a,
             _ => unreachable!(),
         }
     }

@@ -32,7 +32,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Init(args) => init::run(args),
         cli::Command::Plan(args) => plan::run(args),
         cli::Command::Run(args) => run::run(args, cancel).await,
-        cli::Command::Bench(args) => Ok(match bench::run(args, cancel).await? {
+        cli::Command::Bench(args) => Ok(match bench::run(*args, cancel).await? {
             bench::BenchEnd::AllOk => ExitCode::SUCCESS,
             bench::BenchEnd::SomeFailed => ExitCode::from(EXIT_SOME_FAILED),
             bench::BenchEnd::Interrupted => ExitCode::from(EXIT_INTERRUPTED),

@@ -69,6 +69,12 @@ pub enum Work {
 pub trait RequestSource: Send {
     /// The work with this index, or `None` when the source is exhausted.
     fn next_work(&mut self, index: u64) -> Option<Work>;
+
+    /// When each unit is due, from the source's own schedule (a trace);
+    /// `None` for sources that take the level's load shape.
+    fn schedule(&self) -> Option<Arc<[Duration]>> {
+        None
+    }
 }
 
 /// Carry out unit `index` of the level's work and return its records in the
@@ -259,6 +265,9 @@ pub async fn run_level<E: Executor>(
             LoadShape::Concurrency { value } => value,
             LoadShape::Rate {
                 max_concurrency, ..
+            }
+            | LoadShape::Replay {
+                max_concurrency, ..
             } => max_concurrency.unwrap_or(u32::MAX),
         }
         .max(1)
@@ -306,6 +315,36 @@ pub async fn run_level<E: Executor>(
             let clock = ArrivalClock::new(value, arrival, burstiness, plan.seed)?;
             open_loop(
                 clock,
+                max_concurrency,
+                plan.stop,
+                next_index,
+                executor,
+                source,
+                live,
+                cancel.clone(),
+            )
+            .await
+        }
+        LoadShape::Replay {
+            max_concurrency, ..
+        } => {
+            let schedule = source
+                .lock()
+                .ok()
+                .and_then(|s| s.schedule())
+                .ok_or("a trace replay needs a trace's requests")?;
+            // Warm-up took the first units; the replay starts at the next one.
+            let start = schedule
+                .get(next_index as usize)
+                .copied()
+                .unwrap_or_default();
+            let offsets: Vec<Duration> = schedule
+                .iter()
+                .skip(next_index as usize)
+                .map(|d| d.saturating_sub(start))
+                .collect();
+            open_loop(
+                offsets.into_iter(),
                 max_concurrency,
                 plan.stop,
                 next_index,
@@ -399,7 +438,7 @@ async fn closed_loop<E: Executor>(
 
 #[allow(clippy::too_many_arguments)]
 async fn open_loop<E: Executor>(
-    clock: ArrivalClock,
+    clock: impl Iterator<Item = Duration>,
     max_concurrency: Option<u32>,
     stop: StopCondition,
     first_index: u64,

@@ -45,14 +45,24 @@ pub enum LoadShape {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_concurrency: Option<u32>,
     },
+    /// Open loop on a trace's own schedule (see `workload::trace`).
+    Replay {
+        /// Traffic multiple: the trace's times are divided by it.
+        time_scale: f64,
+        /// Cap on requests in flight; arrivals wait for a free slot.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_concurrency: Option<u32>,
+    },
 }
 
 impl LoadShape {
-    /// The level's number: users for concurrency, requests per second for a rate.
+    /// The level's number: users for concurrency, requests per second for
+    /// a rate, the traffic multiple for a replay.
     pub fn value(&self) -> f64 {
         match self {
             LoadShape::Concurrency { value } => f64::from(*value),
             LoadShape::Rate { value, .. } => *value,
+            LoadShape::Replay { time_scale, .. } => *time_scale,
         }
     }
 }
@@ -75,6 +85,7 @@ impl std::fmt::Display for LoadShape {
                     format!("{arrival:?}").to_lowercase()
                 )
             }
+            LoadShape::Replay { time_scale, .. } => write!(f, "trace replay x{time_scale}"),
         }
     }
 }

@@ -19,7 +19,9 @@ use super::source::{PromptFn, PromptFnSource, SyntheticSource};
 use crate::client::openai::{build_body, Api, ChatMessage, PromptBody};
 use crate::client::Endpoint;
 use crate::workload::dataset::{self, DatasetFormat, LengthFilter};
+use crate::workload::exact_len::BlockCache;
 use crate::workload::server_tokenizer::ServerTokenizer;
+use crate::workload::trace::{self, ReplaySettings, TraceFormat};
 use crate::workload::{
     ApproxCounter, ExactPromptBuilder, ExactPromptSpec, HfTokenizer, PromptSampler,
     PromptSelection, Scenario, TokenCounter,
@@ -51,6 +53,20 @@ pub enum Prompts {
     },
     /// Multi-turn sessions of a scenario (chat API).
     Scenario(Arc<Scenario>),
+    /// A production trace replayed on its own schedule, with its own
+    /// lengths and prefix blocks (the load shape is `Replay`).
+    Trace(Arc<TraceSpec>),
+}
+
+/// A trace and how to replay it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceSpec {
+    /// The trace file.
+    pub path: PathBuf,
+    /// Its format, when declared.
+    pub format: Option<TraceFormat>,
+    /// Window, scaling and clamp.
+    pub settings: ReplaySettings,
 }
 
 /// Everything needed to build a source.
@@ -89,6 +105,10 @@ pub struct SourceInfo {
     /// What the dataset loader kept and dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<String>,
+    /// Set when a request built while the level ran (a replay's) could not
+    /// be built: the level stopped short of what was asked.
+    #[serde(skip)]
+    pub build_error: Option<Arc<std::sync::OnceLock<String>>>,
 }
 
 /// Pick the token counter: tokenizer.json, else the server's tokenize endpoint, else an approximation.
@@ -252,6 +272,10 @@ pub async fn build_source(
             info.counter = "none (natural prompt lengths)".into();
             Ok((Box::new(prompt_source(spec, prompt).await?), info))
         }
+        Prompts::Trace(t) => {
+            let src = replay_source(t, spec, endpoint, &mut info).await?;
+            Ok((Box::new(src), info))
+        }
         Prompts::Dataset {
             path,
             format,
@@ -370,6 +394,159 @@ pub async fn build_source(
             Ok((Box::new(prompt_source(spec, prompt).await?), info))
         }
     }
+}
+
+/// Requests of a replay built ahead of their send time, at most: prompts
+/// of a long-context trace are large, so they are built as the replay
+/// goes, by a thread of their own, this many ahead.
+const REPLAY_AHEAD: usize = 512;
+
+/// A trace's requests on the trace's schedule.
+struct ReplaySource {
+    schedule: Arc<[Duration]>,
+    built: std::sync::mpsc::Receiver<(u64, Result<PreparedRequest, String>)>,
+    error: Arc<std::sync::OnceLock<String>>,
+}
+
+impl RequestSource for ReplaySource {
+    fn next_work(&mut self, index: u64) -> Option<Work> {
+        // Units come in order; one that failed to build ends the replay
+        // (its error is what a level without requests reports).
+        match self.built.recv().ok()? {
+            (i, Ok(r)) if i == index => Some(Work::Request(r)),
+            (_, Err(e)) => {
+                let _ = self.error.set(e);
+                None
+            }
+            (i, Ok(_)) => {
+                let _ = self
+                    .error
+                    .set(format!("request {i} was built where {index} was due"));
+                None
+            }
+        }
+    }
+
+    fn schedule(&self) -> Option<Arc<[Duration]>> {
+        Some(self.schedule.clone())
+    }
+}
+
+/// The replay of `t` against `endpoint`: prompts of exactly each request's
+/// length as the server counts it, made of the trace's blocks, and outputs
+/// of exactly its output length.
+async fn replay_source(
+    t: &TraceSpec,
+    spec: &SourceSpec,
+    endpoint: &Endpoint,
+    info: &mut SourceInfo,
+) -> Result<ReplaySource, String> {
+    let (path, format, settings) = (t.path.clone(), t.format, t.settings.clone());
+    let replay = tokio::task::spawn_blocking(move || trace::load(&path, format, &settings))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    if replay.requests.is_empty() {
+        return Err(format!(
+            "the trace's window holds no request ({} rows read)",
+            replay.stats.rows_read
+        ));
+    }
+    let (counter, name) = counter_for(spec.tokenizer.as_deref(), endpoint).await?;
+    info.exact = counter.exact();
+    info.counter = name;
+    let builder = cached_builder(&info.counter, counter.clone()).await?;
+    let probe_spec = ExactPromptSpec {
+        tokens: MIN_EXACT_TOKENS as usize,
+        shared_prefix_tokens: 0,
+        seed: spec.seed ^ 0xC0FFEE,
+    };
+    let b = builder.clone();
+    let probe = tokio::task::spawn_blocking(move || b.build(&probe_spec, u64::MAX))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let overhead = template_overhead(
+        endpoint,
+        &spec.model,
+        probe.text,
+        MIN_EXACT_TOKENS,
+        spec.probe_timeout,
+    )
+    .await;
+    info.template_overhead = overhead;
+    let mut changes = replay.stats.changes();
+    changes.insert(
+        0,
+        format!(
+            "{} requests over {:.1} s ({:.1} s of trace time), blocks of {} tokens",
+            replay.stats.requests,
+            replay.stats.replay_span_s,
+            replay.stats.trace_span_s,
+            replay.block
+        ),
+    );
+    info.dataset = Some(changes.join("; "));
+    let correction = overhead.unwrap_or(0).max(0) as u64;
+    let schedule: Arc<[Duration]> = replay
+        .requests
+        .iter()
+        .map(|r| Duration::from_secs_f64(r.offset_ms.max(0.0) / 1000.0))
+        .collect();
+    let (tx, rx) = std::sync::mpsc::sync_channel(REPLAY_AHEAD);
+    let (api, model, block) = (spec.api, spec.model.clone(), replay.block as usize);
+    let limit = spec.count.unwrap_or(u64::MAX);
+    // Ready once the first requests (as many as may wait) are built, so the
+    // replay does not start by waiting for them.
+    let head = (replay.requests.len() as u64)
+        .min(limit)
+        .min(REPLAY_AHEAD as u64);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let build = move || {
+        let mut cache = BlockCache::default();
+        for (i, r) in replay.requests.iter().enumerate().take(limit as usize) {
+            // The server's own additions come first; the trace's blocks
+            // keep their size and the last one gives up the difference.
+            let text_tokens = r.input_len.saturating_sub(correction).max(1) as usize;
+            let built = builder
+                .build_blocks(&r.hash_ids, block, text_tokens, r.line, &mut cache)
+                .map(|p| PreparedRequest {
+                    body: Bytes::from(build_body(
+                        api,
+                        &model,
+                        PromptBody::Text(p.text),
+                        r.output_len,
+                        true,
+                    )),
+                    planned_input_tokens: Some(text_tokens as u64 + correction),
+                    output_tokens: r.output_len,
+                    label: Some("trace".into()),
+                    capture_text: false,
+                    check: None,
+                })
+                .map_err(|e| format!("trace line {}: {e}", r.line));
+            let failed = built.is_err();
+            if tx.send((i as u64, built)).is_err() || failed {
+                return;
+            }
+            if i as u64 + 1 == head {
+                let _ = ready_tx.send(());
+            }
+        }
+    };
+    std::thread::Builder::new()
+        .name("replay-prompts".into())
+        .spawn(build)
+        .map_err(|e| e.to_string())?;
+    // A failed build drops the sender: ready too, the error comes with its unit.
+    let _ = tokio::task::spawn_blocking(move || ready_rx.recv()).await;
+    let error = Arc::new(std::sync::OnceLock::new());
+    info.build_error = Some(error.clone());
+    Ok(ReplaySource {
+        schedule,
+        built: rx,
+        error,
+    })
 }
 
 /// Largest request count built ahead of a level; a larger one is built as it

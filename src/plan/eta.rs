@@ -202,6 +202,11 @@ impl Speed {
                 let served = running / one;
                 units.map(|n| n / value.min(served) + one)
             }
+            // The trace's schedule is not read by the plan: one request
+            // after another bounds it from above.
+            LoadShape::Replay { .. } => {
+                units.map(|n| n * self.request_s(input, output, 1.0) * per_unit)
+            }
         };
         let one = self.request_s(input, output, 1.0) * per_unit;
         match (by_count, w.duration_s) {
@@ -663,6 +668,7 @@ pub fn level_key(w: &WorkloadPoint) -> String {
     match w.load {
         LoadShape::Concurrency { value } => format!("{}-c{value}", w.workload),
         LoadShape::Rate { value, .. } => format!("{}-rate{value}", w.workload),
+        LoadShape::Replay { time_scale, .. } => format!("{}-x{time_scale}", w.workload),
     }
 }
 

@@ -283,6 +283,9 @@ pub fn check(
             LoadShape::Concurrency { value } => value as u64,
             LoadShape::Rate {
                 max_concurrency, ..
+            }
+            | LoadShape::Replay {
+                max_concurrency, ..
             } => max_concurrency.map(u64::from).unwrap_or(0),
         };
         let want = concurrency * w.request_tokens();

@@ -447,6 +447,7 @@ pub fn load_text(l: &LoadShape) -> String {
     match l {
         LoadShape::Concurrency { value } => format!("c{value}"),
         LoadShape::Rate { value, .. } => format!("rate{}", fmt_g(*value)),
+        LoadShape::Replay { time_scale, .. } => format!("x{}", fmt_g(*time_scale)),
     }
 }
 
@@ -487,7 +488,7 @@ pub(super) fn family_of(c: &CellResult) -> String {
 pub(super) fn concurrency_of(l: &LoadShape) -> Option<u32> {
     match l {
         LoadShape::Concurrency { value } => Some(*value),
-        LoadShape::Rate { .. } => None,
+        LoadShape::Rate { .. } | LoadShape::Replay { .. } => None,
     }
 }
 
@@ -495,6 +496,7 @@ fn load_order(l: &LoadShape) -> f64 {
     match l {
         LoadShape::Concurrency { value } => *value as f64,
         LoadShape::Rate { value, .. } => 1e9 + value,
+        LoadShape::Replay { time_scale, .. } => 2e9 + time_scale,
     }
 }
 
@@ -879,7 +881,7 @@ fn cell_row(
         concurrency: concurrency_of(&c.workload.load),
         rate: match c.workload.load {
             LoadShape::Rate { value, .. } => Some(value),
-            LoadShape::Concurrency { .. } => None,
+            LoadShape::Concurrency { .. } | LoadShape::Replay { .. } => None,
         },
         requests_ok: c.summary.as_ref().map(|s| s.completed),
         requests_failed: c.summary.as_ref().map(|s| s.failed),

@@ -174,8 +174,9 @@ pub fn recommendation_lines(r: &Report) -> Vec<String> {
 /// The rule by which answers are judged, in one sentence.
 pub fn answers_rule() -> String {
     format!(
-        "Requests are greedy, so every server should give the baseline's answers to the same prompts: a cell mismatches when at least {:.0}% of its answers differ from the baseline's within their first {} words (late or rare differences are numeric drift, not an alarm); a cell is degenerate when a quarter of its answers loop over a few words or are mostly replacement characters. {}",
+        "Requests are greedy, so every server should give the baseline's answers to the same prompts: a cell mismatches when at least {:.0}% of its answers, and at least {}, differ from the baseline's within their first {} words (late or rare differences are numeric drift, not an alarm); a cell is degenerate when a quarter of its answers loop over a few words or are mostly replacement characters. {}",
         100.0 * super::agreement::MISMATCH_MIN_SHARE,
+        super::agreement::MISMATCH_MIN_EARLY,
         super::agreement::EARLY_WORDS,
         super::checks::rule()
     )

@@ -50,9 +50,17 @@ pub async fn measure_level(
         );
     }
     let live = Arc::new(LiveView::default());
+    // A trace's own length bounds its replay.
+    let total = match source.schedule() {
+        Some(s) => {
+            let rows = (s.len() as u64).saturating_sub(job.plan.warmup);
+            Some(job.plan.stop.max_requests.map_or(rows, |n| n.min(rows)))
+        }
+        None => job.plan.stop.max_requests,
+    };
     let progress = LevelProgress::start_in_campaign(
         job.label,
-        job.plan.stop.max_requests,
+        total,
         job.plan.stop.max_duration,
         live.clone(),
         job.campaign,
@@ -63,6 +71,9 @@ pub async fn measure_level(
     let run = run_level(job.plan, executor, source, live, cancel.clone()).await;
     let cpu = proc::cpu_seconds() - cpu0;
     progress.finish().await;
+    if let Some(e) = info.build_error.as_ref().and_then(|e| e.get()) {
+        return Err(format!("cannot build the requests: {e}"));
+    }
     let mut summary = summarize(shape, run?, job.slos, cpu, threads);
     summary
         .client

@@ -304,6 +304,9 @@ pub fn draw_seed(w: &WorkloadPoint) -> u64 {
     let load = match w.load {
         crate::load::schedule::LoadShape::Concurrency { value } => u64::from(value),
         crate::load::schedule::LoadShape::Rate { value, .. } => value.to_bits() ^ (1 << 63),
+        crate::load::schedule::LoadShape::Replay { time_scale, .. } => {
+            time_scale.to_bits() ^ (1 << 62)
+        }
     };
     crate::util::rng::derive_seed(w.seed, load)
 }

@@ -75,6 +75,9 @@ const QUESTIONS: &[&str] = &[
 
 /// Tokens left to the word-by-word search at the end of the filler.
 const SLACK_TOKENS: usize = 32;
+/// Fewest tokens a block of a trace prompt is built with.
+const MIN_BLOCK_TOKENS: usize = 4;
+
 /// Full re-encodings tried before giving up.
 const MAX_ATTEMPTS: usize = 6;
 /// Word boundaries past the first overshoot still tried before giving up on a window.
@@ -320,6 +323,12 @@ impl ExactPromptBuilder {
             lens.push(n);
             left -= n;
         }
+        // A block of a token or two is a lone newline or word that merges
+        // with its neighbour; it joins the block before it instead.
+        if lens.len() > 1 && lens[lens.len() - 1] < MIN_BLOCK_TOKENS {
+            let tail = lens.pop().unwrap_or(0);
+            *lens.last_mut().expect("more than one") += tail;
+        }
         let mut last = 0;
         for _ in 0..MAX_ATTEMPTS {
             let mut text = String::new();
@@ -449,9 +458,24 @@ impl ExactPromptBuilder {
             s.push_str(tail);
             self.counter.count(&s)
         };
-        let mut prev_word_end: Option<usize> = None;
+        // Counts grow with the cut, so a binary search over word ends finds
+        // where the target lies in a few counts (a counter may be a server's
+        // /tokenize); the walk then starts just before it, as a walk from the
+        // start would have reached it.
+        let ends: Vec<usize> = word_ends(window).collect();
+        let (mut lo, mut hi) = (0usize, ends.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if count_at(ends[mid])? > want {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let first = lo.saturating_sub(2);
+        let mut prev_word_end: Option<usize> = first.checked_sub(1).map(|i| ends[i]);
         let mut overshoots = 0;
-        for end in word_ends(window) {
+        for &end in &ends[first..] {
             let n = count_at(end)?;
             if n == want {
                 return Ok(Some(end));

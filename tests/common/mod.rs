@@ -76,7 +76,7 @@ pub async fn bench(args: &[&str]) -> (BenchResult, bool) {
     let Sub::Bench(a) = Cli::try_parse_from(argv).unwrap().command else {
         unreachable!()
     };
-    let all_ok = servebench::cmd::bench::run(a, CancellationToken::new())
+    let all_ok = servebench::cmd::bench::run(*a, CancellationToken::new())
         .await
         .unwrap()
         == servebench::cmd::bench::BenchEnd::AllOk;

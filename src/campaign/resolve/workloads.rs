@@ -81,6 +81,7 @@ impl WorkloadPoint {
         let load = match self.load {
             LoadShape::Concurrency { value } => format!("c{value}"),
             LoadShape::Rate { value, .. } => format!("rate{value}"),
+            LoadShape::Replay { time_scale, .. } => format!("x{time_scale}"),
         };
         let input = match self.source {
             PromptSource::Synthetic => format!("in{}", self.input_len),
@@ -160,6 +161,12 @@ impl Search {
                 burstiness,
                 max_concurrency,
             },
+            LoadShape::Replay {
+                max_concurrency, ..
+            } => LoadShape::Replay {
+                time_scale: value,
+                max_concurrency,
+            },
         };
         w
     }
@@ -169,6 +176,7 @@ impl Search {
         let load = match w.load {
             LoadShape::Concurrency { value } => f64::from(value),
             LoadShape::Rate { value, .. } => value,
+            LoadShape::Replay { time_scale, .. } => time_scale,
         };
         let k = self.spec.index_of(load)?;
         (self.probe(k) == *w).then_some(k)
@@ -334,6 +342,11 @@ pub(super) fn expand_workloads(
                     *value,
                     duration_s.map(std::time::Duration::from_secs_f64),
                 ),
+                LoadShape::Replay { time_scale, .. } => crate::workload::trace::ReplaySettings {
+                    time_scale: *time_scale,
+                    ..Default::default()
+                }
+                .validate(),
             };
             checked.map_err(|e| src.error(&w.name, format!("workload `{name}`: {e}")))?;
         }
