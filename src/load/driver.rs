@@ -307,44 +307,14 @@ pub async fn run_level<E: Executor>(
             .await
         }
         LoadShape::Rate {
-            value,
-            arrival,
-            burstiness,
-            max_concurrency,
-        } => {
-            let clock = ArrivalClock::new(value, arrival, burstiness, plan.seed)?;
-            open_loop(
-                clock,
-                max_concurrency,
-                plan.stop,
-                next_index,
-                executor,
-                source,
-                live,
-                cancel.clone(),
-            )
-            .await
+            max_concurrency, ..
         }
-        LoadShape::Replay {
+        | LoadShape::Replay {
             max_concurrency, ..
         } => {
-            let schedule = source
-                .lock()
-                .ok()
-                .and_then(|s| s.schedule())
-                .ok_or("a trace replay needs a trace's requests")?;
-            // Warm-up took the first units; the replay starts at the next one.
-            let start = schedule
-                .get(next_index as usize)
-                .copied()
-                .unwrap_or_default();
-            let offsets: Vec<Duration> = schedule
-                .iter()
-                .skip(next_index as usize)
-                .map(|d| d.saturating_sub(start))
-                .collect();
+            let offsets = arrivals(plan, next_index, &source)?;
             open_loop(
-                offsets.into_iter(),
+                offsets,
                 max_concurrency,
                 plan.stop,
                 next_index,
@@ -365,6 +335,41 @@ pub async fn run_level<E: Executor>(
         warmup_failed,
         cancelled: cancel.is_cancelled(),
     })
+}
+
+/// When an open-loop level's requests are due, from its start: drawn from
+/// the rate's arrival process, or a trace's own schedule from the first
+/// unit after the warm-up.
+fn arrivals(
+    plan: LevelPlan,
+    first: u64,
+    source: &SharedSource,
+) -> Result<Box<dyn Iterator<Item = Duration> + Send>, String> {
+    match plan.shape {
+        LoadShape::Rate {
+            value,
+            arrival,
+            burstiness,
+            ..
+        } => Ok(Box::new(ArrivalClock::new(
+            value, arrival, burstiness, plan.seed,
+        )?)),
+        LoadShape::Replay { .. } => {
+            let schedule = source
+                .lock()
+                .ok()
+                .and_then(|s| s.schedule())
+                .ok_or("a trace replay needs a trace's requests")?;
+            let start = schedule.get(first as usize).copied().unwrap_or_default();
+            let offsets: Vec<Duration> = schedule
+                .iter()
+                .skip(first as usize)
+                .map(|d| d.saturating_sub(start))
+                .collect();
+            Ok(Box::new(offsets.into_iter()))
+        }
+        LoadShape::Concurrency { .. } => Err("a closed loop has no arrivals".into()),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

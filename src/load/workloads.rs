@@ -352,27 +352,7 @@ pub async fn build_source(
             info.exact = counter.exact();
             info.counter = name;
             let builder = cached_builder(&info.counter, counter.clone()).await?;
-            // Measure what the server adds around a prompt, with a probe of known length.
-            let probe_spec = ExactPromptSpec {
-                tokens: MIN_EXACT_TOKENS as usize,
-                shared_prefix_tokens: 0,
-                seed: spec.seed ^ 0xC0FFEE,
-            };
-            let b = builder.clone();
-            let probe = tokio::task::spawn_blocking(move || b.build(&probe_spec, u64::MAX))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
-            let overhead = template_overhead(
-                endpoint,
-                &spec.model,
-                probe.text,
-                MIN_EXACT_TOKENS,
-                spec.probe_timeout,
-            )
-            .await;
-            info.template_overhead = overhead;
-            let correction = overhead.unwrap_or(0).max(0) as u64;
+            let correction = measure_overhead(&builder, spec, endpoint, &mut info).await?;
             let content = input_len.saturating_sub(correction).max(MIN_EXACT_TOKENS);
             let exact_spec = ExactPromptSpec {
                 tokens: content as usize,
@@ -394,6 +374,37 @@ pub async fn build_source(
             Ok((Box::new(prompt_source(spec, prompt).await?), info))
         }
     }
+}
+
+/// The tokens the server adds around a prompt (BOS, chat template),
+/// measured with a probe of known length and noted in `info`; what to take
+/// off a prompt's length so the server counts the length asked.
+async fn measure_overhead(
+    builder: &Arc<ExactPromptBuilder>,
+    spec: &SourceSpec,
+    endpoint: &Endpoint,
+    info: &mut SourceInfo,
+) -> Result<u64, String> {
+    let probe_spec = ExactPromptSpec {
+        tokens: MIN_EXACT_TOKENS as usize,
+        shared_prefix_tokens: 0,
+        seed: spec.seed ^ 0xC0FFEE,
+    };
+    let b = builder.clone();
+    let probe = tokio::task::spawn_blocking(move || b.build(&probe_spec, u64::MAX))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let overhead = template_overhead(
+        endpoint,
+        &spec.model,
+        probe.text,
+        MIN_EXACT_TOKENS,
+        spec.probe_timeout,
+    )
+    .await;
+    info.template_overhead = overhead;
+    Ok(overhead.unwrap_or(0).max(0) as u64)
 }
 
 /// Requests of a replay built ahead of their send time, at most: prompts
@@ -456,25 +467,7 @@ async fn replay_source(
     info.exact = counter.exact();
     info.counter = name;
     let builder = cached_builder(&info.counter, counter.clone()).await?;
-    let probe_spec = ExactPromptSpec {
-        tokens: MIN_EXACT_TOKENS as usize,
-        shared_prefix_tokens: 0,
-        seed: spec.seed ^ 0xC0FFEE,
-    };
-    let b = builder.clone();
-    let probe = tokio::task::spawn_blocking(move || b.build(&probe_spec, u64::MAX))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    let overhead = template_overhead(
-        endpoint,
-        &spec.model,
-        probe.text,
-        MIN_EXACT_TOKENS,
-        spec.probe_timeout,
-    )
-    .await;
-    info.template_overhead = overhead;
+    let correction = measure_overhead(&builder, spec, endpoint, info).await?;
     let mut changes = replay.stats.changes();
     changes.insert(
         0,
@@ -487,7 +480,6 @@ async fn replay_source(
         ),
     );
     info.dataset = Some(changes.join("; "));
-    let correction = overhead.unwrap_or(0).max(0) as u64;
     let schedule: Arc<[Duration]> = replay
         .requests
         .iter()
