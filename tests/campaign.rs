@@ -2263,3 +2263,117 @@ fn compare_exits_3_naming_the_pass_rate_and_agreement_drop_of_a_server_that_star
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("0 regression(s) flagged"), "{out}");
 }
+
+#[test]
+fn a_campaign_replays_a_trace_at_two_time_scales_and_another_trace_file_is_another_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let slice = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/traces/azure-conv-500.csv"
+    );
+    let trace = dir.path().join("traffic.csv");
+    std::fs::copy(slice, &trace).unwrap();
+    let text = r#"
+[campaign]
+name = "replay"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
+[[server]]
+id = "a"
+[[workload]]
+name = "azure"
+api = "chat"
+trace = "traffic.csv"
+time_scale = [40, 80]
+num_requests = 120
+length_scale = 0.25
+"#;
+    let campaign = write_campaign(dir.path(), text);
+    let (code, out, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let cells = cells(&dir.path().join("results/replay"));
+    let names: Vec<&String> = cells.keys().collect();
+    assert_eq!(names, ["a/azure-trace-x40", "a/azure-trace-x80"]);
+    let rows: Vec<Vec<u64>> = std::fs::read_to_string(slice)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .take(120)
+        .map(|l| l.split(',').skip(1).map(|x| x.parse().unwrap()).collect())
+        .collect();
+    for (name, c) in &cells {
+        assert_eq!(c["status"], "ok", "{name}");
+        let mut reqs = c["summary"]["requests"].as_array().unwrap().clone();
+        reqs.sort_by_key(|r| r["index"].as_u64().unwrap());
+        assert_eq!(reqs.len(), 120);
+        // A prompt cannot be shorter than what the server adds around it
+        // (the chat template), plus one token of text; the level says how
+        // many were.
+        let overhead = c["summary"]["source"]["template_overhead"]
+            .as_u64()
+            .unwrap();
+        let mut short = 0;
+        for (r, row) in reqs.iter().zip(&rows) {
+            let input = ((row[0] as f64 * 0.25).round() as u64).max(1);
+            short += (input <= overhead) as usize;
+            assert_eq!(r["input_tokens"], input.max(overhead + 1), "{name}: {r}");
+            assert_eq!(r["output_tokens"], row[1], "{name}");
+        }
+        assert!(short > 0);
+        let said = c["summary"]["source"]["dataset"].as_str().unwrap();
+        assert!(
+            said.contains(&format!(
+                "{short} prompts no longer than the {overhead} tokens the server adds"
+            )),
+            "{said}"
+        );
+        let source = &c["workload"]["source"];
+        assert_eq!(source["kind"], "trace");
+        assert_eq!(source["digest"].as_str().unwrap().len(), 16);
+        assert_eq!(source["requests"], 120);
+    }
+    // x80 sends the same requests twice as fast as x40.
+    let last = |name: &str| {
+        cells[name]["summary"]["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["scheduled_ms"].as_f64().unwrap())
+            .fold(0.0, f64::max)
+    };
+    let (x40, x80) = (last("a/azure-trace-x40"), last("a/azure-trace-x80"));
+    // Stored to the microsecond.
+    assert!((x40 - 2.0 * x80).abs() < 0.01, "{x40} {x80}");
+    // The same trace again: nothing to run. Another trace (one row's
+    // output changed) is another cell, whatever its name.
+    let (code, out, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let verdicts = |plan: &str| -> Vec<String> {
+        let plan: serde_json::Value = serde_json::from_str(plan).unwrap();
+        plan["groups"][0]["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["verdict"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(verdicts(&out), ["cached", "cached"]);
+    let edited = std::fs::read_to_string(&trace)
+        .unwrap()
+        .replacen(",374,44", ",374,45", 1);
+    std::fs::write(&trace, edited).unwrap();
+    let (_, out, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);
+    assert!(verdicts(&out).iter().all(|v| v != "cached"), "{out}");
+    // A trace with a load of its own is refused where it is declared.
+    let bad = text.replace("time_scale = [40, 80]", "concurrency = 4");
+    let (code, _, err) = run(&["plan", write_campaign(dir.path(), &bad).to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("campaign.toml:15:9: workload `azure`: a trace brings its own prompts, lengths and schedule; remove `concurrency`"),
+        "{err}"
+    );
+}

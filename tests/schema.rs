@@ -238,3 +238,46 @@ fn search_campaign_cells_and_report_validate() {
         r["searches"][0]["bounds"][0] = "tpot=5ms".into();
     });
 }
+
+/// A trace replay's cells (trace source with its digest, replay load) and
+/// its report validate.
+#[test]
+fn trace_replay_cells_and_report_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/traces/azure-conv-500.csv"
+    );
+    let text = include_str!("../examples/trace-replay.toml")
+        .replace("results_dir = \"../results\"", "results_dir = \"results\"")
+        .replace("../tests/fixtures/traces/azure-conv-500.csv", trace)
+        .replace("num_requests = 300", "num_requests = 40");
+    let campaign = dir.path().join("campaign.toml");
+    std::fs::write(&campaign, text).unwrap();
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let root = dir.path().join("results/trace-replay");
+    let cell_v = validator("servebench/cell-result.schema.json");
+    let cells = cells(&root);
+    assert_eq!(cells.len(), 4);
+    for (name, c) in &cells {
+        assert_eq!(errors(&cell_v, c), Vec::<String>::new(), "{name}");
+    }
+    let (_, c) = cells.iter().next().unwrap();
+    rejects(&cell_v, c, "a trace without its digest", |c| {
+        c["workload"]["source"]
+            .as_object_mut()
+            .unwrap()
+            .remove("digest");
+    });
+    rejects(&cell_v, c, "a replay without its time scale", |c| {
+        c["workload"]["load"]
+            .as_object_mut()
+            .unwrap()
+            .remove("time_scale");
+    });
+    let report_v = validator("servebench/report.schema.json");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    assert_eq!(errors(&report_v, &report), Vec::<String>::new());
+}

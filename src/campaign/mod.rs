@@ -322,6 +322,37 @@ pub struct RawWorkload {
     /// instead of measuring fixed `concurrency`/`rate` levels.
     #[serde(default)]
     pub search: Option<Spanned<RawSearch>>,
+    /// A production trace to replay on its own schedule (relative to the
+    /// campaign file): its prompts, lengths, prefix blocks and arrivals.
+    #[serde(default)]
+    pub trace: Option<Spanned<String>>,
+    /// `mooncake`, `azure` or `burstgpt` (default: from the file).
+    #[serde(default)]
+    pub trace_format: Option<Spanned<String>>,
+    /// Traffic multiples to replay at (trace times divided by it); a list sweeps.
+    #[serde(default)]
+    pub time_scale: Option<OneOrMany<f64>>,
+    /// Longest gap between two sends after scaling, e.g. `5s`.
+    #[serde(default)]
+    pub max_idle_gap: Option<Spanned<String>>,
+    /// Trace time at which the replay starts, e.g. `10m`.
+    #[serde(default)]
+    pub trace_start: Option<Spanned<String>>,
+    /// Trace time at which it stops (exclusive).
+    #[serde(default)]
+    pub trace_end: Option<Spanned<String>>,
+    /// Prompt tokens per hash id (default 512).
+    #[serde(default)]
+    pub block_size: Option<u64>,
+    /// Factor on the trace's prompt lengths and block size.
+    #[serde(default)]
+    pub length_scale: Option<f64>,
+    /// Factor on the trace's output lengths.
+    #[serde(default)]
+    pub output_scale: Option<f64>,
+    /// Longest prompt + output sent; longer requests are clamped and counted.
+    #[serde(default)]
+    pub max_context: Option<u64>,
 }
 
 /// `search = { slo = "ttft_p99=1s,tpot_p50=30ms", over = "concurrency", min = 1, max = 256 }`.

@@ -479,6 +479,17 @@ async fn replay_source(
             replay.block
         ),
     );
+    let short = replay
+        .requests
+        .iter()
+        .filter(|r| r.input_len <= correction)
+        .count();
+    if short > 0 {
+        changes.push(format!(
+            "{short} prompts no longer than the {correction} tokens the server adds around a prompt, sent {} tokens long",
+            correction + 1
+        ));
+    }
     info.dataset = Some(changes.join("; "));
     let schedule: Arc<[Duration]> = replay
         .requests

@@ -202,11 +202,13 @@ impl Speed {
                 let served = running / one;
                 units.map(|n| n / value.min(served) + one)
             }
-            // The trace's schedule is not read by the plan: one request
-            // after another bounds it from above.
-            LoadShape::Replay { .. } => {
-                units.map(|n| n * self.request_s(input, output, 1.0) * per_unit)
-            }
+            // The trace's schedule at its scale, and the last request.
+            LoadShape::Replay { time_scale, .. } => match &w.source {
+                PromptSource::Trace { span_s, .. } => {
+                    Some(span_s / time_scale + self.request_s(input, output, 1.0) * per_unit)
+                }
+                _ => units.map(|n| n * self.request_s(input, output, 1.0) * per_unit),
+            },
         };
         let one = self.request_s(input, output, 1.0) * per_unit;
         match (by_count, w.duration_s) {
@@ -226,6 +228,11 @@ pub fn request_shape(w: &WorkloadPoint) -> (f64, f64, f64) {
             (kinds_prompt_words(kinds) + 12.0, w.output_len as f64, 1.0)
         }
         PromptSource::Dataset { .. } => (256.0, w.output_len as f64, 1.0),
+        PromptSource::Trace {
+            mean_input,
+            mean_output,
+            ..
+        } => (*mean_input, *mean_output, 1.0),
         PromptSource::Scenario { name } => match crate::workload::session::resolve(name) {
             Ok(sc) => {
                 let turns = sc.turns.len().max(1) as f64;

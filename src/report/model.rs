@@ -462,6 +462,12 @@ fn prompt_text(c: &CellResult) -> String {
                 .unwrap_or_default()
         ),
         PromptSource::Scenario { name } => format!("scenario {name}"),
+        PromptSource::Trace { path, .. } => format!(
+            "trace {}",
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ),
     }
 }
 
@@ -478,6 +484,7 @@ pub(super) fn family_of(c: &CellResult) -> String {
         PromptSource::PromptKinds { .. } => "kinds".into(),
         PromptSource::Dataset { .. } => "dataset".into(),
         PromptSource::Scenario { .. } => "sessions".into(),
+        PromptSource::Trace { .. } => return format!("{}-trace", c.workload.workload),
     };
     format!(
         "{}-{input}-out{}",

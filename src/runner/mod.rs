@@ -278,6 +278,19 @@ pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String
         PromptSource::Scenario { name } => Prompts::Scenario(Arc::new(
             crate::workload::session::resolve(name).map_err(|e| e.to_string())?,
         )),
+        PromptSource::Trace {
+            path,
+            format,
+            settings,
+            ..
+        } => Prompts::Trace(Arc::new(crate::load::workloads::TraceSpec {
+            path: path.clone(),
+            format: Some(*format),
+            settings: crate::workload::trace::ReplaySettings {
+                time_scale: w.load.value(),
+                ..settings.clone()
+            },
+        })),
     };
     Ok(SourceSpec {
         api: w.api,

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
 use super::super::{CampaignError, OneOrMany, RawCampaign, Source};
 use super::{base_dir, check_path_id, relative};
@@ -12,6 +13,7 @@ use crate::client::openai::Api;
 use crate::load::schedule::{Arrival, LoadShape};
 use crate::search::{Axis, SearchSpec};
 use crate::util::units::{parse_duration, parse_slo, Slo};
+use crate::workload::trace::{self, ReplaySettings, TraceFormat};
 use crate::workload::PromptSelection;
 
 /// Largest prompt or output length accepted, so a typo cannot allocate terabytes of prompt.
@@ -39,6 +41,26 @@ pub enum PromptSource {
     Scenario {
         /// Built-in name or file path.
         name: String,
+    },
+    /// A production trace replayed on its own schedule (the load is a
+    /// `replay` at a time scale).
+    Trace {
+        /// The file.
+        path: PathBuf,
+        /// Its format.
+        format: TraceFormat,
+        /// The first 16 hex digits of its SHA-256: another file is another cell.
+        digest: String,
+        /// Window, scaling and clamp (the time scale is the load's).
+        settings: ReplaySettings,
+        /// Requests in the window.
+        requests: u64,
+        /// Trace time the window spans, s.
+        span_s: f64,
+        /// Mean prompt tokens per request, after scaling.
+        mean_input: f64,
+        /// Mean output tokens per request, after scaling.
+        mean_output: f64,
     },
 }
 
@@ -88,8 +110,13 @@ impl WorkloadPoint {
             PromptSource::PromptKinds { .. } => "kinds".to_string(),
             PromptSource::Dataset { .. } => "dataset".to_string(),
             PromptSource::Scenario { .. } => "sessions".to_string(),
+            PromptSource::Trace { .. } => "trace".to_string(),
         };
-        let mut name = format!("{}-{input}-out{}-{load}", self.workload, self.output_len);
+        // A trace's requests have their own output lengths.
+        let mut name = match self.source {
+            PromptSource::Trace { .. } => format!("{}-{input}-{load}", self.workload),
+            _ => format!("{}-{input}-out{}-{load}", self.workload, self.output_len),
+        };
         if self.repetition > 0 {
             name.push_str(&format!("-rep{}", self.repetition));
         }
@@ -213,6 +240,10 @@ pub(super) fn expand_workloads(
         }
         if let Err(rule) = check_path_id(&name) {
             return Err(src.error(&w.name, format!("workload name `{name}` {rule}")));
+        }
+        if w.trace.is_some() {
+            out.extend(trace_points(w, src, &name, repetitions)?);
+            continue;
         }
         let search = match &w.search {
             None => None,
@@ -481,6 +512,136 @@ pub(super) fn expand_workloads(
         }
     }
     Ok((out, searches))
+}
+
+/// The points of a trace workload: one per time scale and repetition.
+///
+/// The trace is read here, once: its digest is part of every cell's
+/// identity, and its window's size, span and mean lengths size the plan.
+fn trace_points(
+    w: &super::super::RawWorkload,
+    src: &Source,
+    name: &str,
+    repetitions: u32,
+) -> Result<Vec<WorkloadPoint>, CampaignError> {
+    let t = w.trace.as_ref().expect("a trace workload");
+    let conflicts = [
+        (w.prompt_kinds.is_some(), "prompt_kinds"),
+        (w.dataset.is_some(), "dataset"),
+        (w.scenario.is_some(), "scenario"),
+        (w.input_len.is_some(), "input_len"),
+        (w.output_len.is_some(), "output_len"),
+        (w.concurrency.is_some(), "concurrency"),
+        (w.rate.is_some(), "rate"),
+        (w.search.is_some(), "search"),
+        (w.shared_prefix.is_some(), "shared_prefix"),
+        (w.ignore_eos == Some(false), "ignore_eos = false"),
+    ];
+    if let Some((_, what)) = conflicts.iter().find(|c| c.0) {
+        return Err(src.error(
+            t,
+            format!("workload `{name}`: a trace brings its own prompts, lengths and schedule; remove `{what}`"),
+        ));
+    }
+    let seconds = |v: &Option<Spanned<String>>| -> Result<Option<f64>, CampaignError> {
+        v.as_ref()
+            .map(|d| {
+                parse_duration(d.get_ref())
+                    .map(|x| x.as_secs_f64())
+                    .map_err(|e| src.error(d, e))
+            })
+            .transpose()
+    };
+    let path = relative(&base_dir(src), t.get_ref());
+    let format = match &w.trace_format {
+        Some(f) => f
+            .get_ref()
+            .parse::<TraceFormat>()
+            .map_err(|e| src.error(f, e.to_string()))?,
+        None => TraceFormat::detect(&path).map_err(|e| src.error(t, e.to_string()))?,
+    };
+    let settings = ReplaySettings {
+        time_scale: 1.0,
+        max_idle_gap_s: seconds(&w.max_idle_gap)?,
+        start_s: seconds(&w.trace_start)?.unwrap_or(0.0),
+        end_s: seconds(&w.trace_end)?,
+        max_requests: w.num_requests,
+        block_size: w.block_size.unwrap_or(trace::DEFAULT_BLOCK_SIZE),
+        length_scale: w.length_scale.unwrap_or(1.0),
+        output_scale: w.output_scale.unwrap_or(1.0),
+        max_context: w.max_context,
+    };
+    settings
+        .validate()
+        .map_err(|e| src.error(t, format!("workload `{name}`: {e}")))?;
+    let replay =
+        trace::load(&path, Some(format), &settings).map_err(|e| src.error(t, e.to_string()))?;
+    let n = replay.requests.len() as u64;
+    if n == 0 {
+        return Err(src.error(
+            t,
+            format!(
+                "workload `{name}`: the trace's window holds no request ({} rows read)",
+                replay.stats.rows_read
+            ),
+        ));
+    }
+    let digest = trace::digest(&path).map_err(|e| src.error(t, e.to_string()))?;
+    let mean = |f: fn(&trace::ReplayRequest) -> u64| {
+        replay.requests.iter().map(|r| f(r) as f64).sum::<f64>() / n as f64
+    };
+    let source = PromptSource::Trace {
+        path,
+        format,
+        digest,
+        settings,
+        requests: n,
+        span_s: replay.stats.trace_span_s,
+        mean_input: mean(|r| r.input_len),
+        mean_output: mean(|r| r.output_len),
+    };
+    let scales = w
+        .time_scale
+        .as_ref()
+        .map(OneOrMany::to_vec)
+        .unwrap_or_else(|| vec![1.0]);
+    if let Some(bad) = scales.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+        return Err(src.error(
+            t,
+            format!("workload `{name}`: time_scale must be positive, got {bad}"),
+        ));
+    }
+    let slos = w
+        .slo
+        .iter()
+        .map(|s| parse_slo(s.get_ref()).map_err(|e| src.error(s, e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let duration_s = seconds(&w.duration)?;
+    let mut out = Vec::new();
+    for time_scale in scales {
+        for repetition in 0..repetitions {
+            out.push(WorkloadPoint {
+                workload: name.to_string(),
+                api: w.api.unwrap_or(Api::Completions),
+                source: source.clone(),
+                input_len: 0,
+                output_len: 0,
+                load: LoadShape::Replay {
+                    time_scale,
+                    max_concurrency: w.max_concurrency,
+                },
+                num_requests: Some(n),
+                duration_s,
+                warmup: w.warmup.unwrap_or(0),
+                ignore_eos: true,
+                shared_prefix: 0,
+                slos: slos.clone(),
+                seed: repetition_seed(w.seed.unwrap_or(0), repetition),
+                repetition,
+            });
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
