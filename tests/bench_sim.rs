@@ -449,3 +449,15 @@ async fn expect_compares_answers_with_an_earlier_run_and_exits_3_when_they_got_w
     );
     assert!(!out.contains("answers at"), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_open_loop_levels_report_latency_from_the_schedule() {
+    let sim = start_sim(fast_sim()).await;
+    let url = sim.url();
+    let (closed, _) = bench(&["--url", &url, "--concurrency", "2", "--num-requests", "4"]).await;
+    assert!(closed.levels[0].latency.e2e_from_schedule_ms.is_none());
+    let (open, _) = bench(&["--url", &url, "--request-rate", "50", "--num-requests", "4"]).await;
+    let l = &open.levels[0].latency;
+    assert_eq!(l.e2e_from_schedule_ms.unwrap().count, 4);
+    assert!(l.ttft_from_schedule_ms.unwrap().min >= l.ttft_ms.unwrap().min);
+}

@@ -500,6 +500,18 @@ async fn a_mooncake_slice_replays_on_the_simulator_with_its_schedule_and_exact_l
         "{said}"
     );
     assert_eq!(r.levels[0].load.to_string(), "trace replay x20");
+    // Latency from the schedule charges every late send: never below the
+    // latency from the actual send, and above it by the dispatch lag.
+    let (from_send, from_schedule) = (
+        level.latency.e2e_ms.unwrap(),
+        level.latency.e2e_from_schedule_ms.unwrap(),
+    );
+    assert_eq!(from_schedule.count, 400);
+    let lag = level.client.dispatch_lag_ms.unwrap();
+    assert!(
+        from_schedule.max >= from_send.max && from_schedule.max <= from_send.max + lag.max + 1e-9
+    );
+    assert!(level.latency.ttft_from_schedule_ms.is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

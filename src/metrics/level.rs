@@ -310,7 +310,14 @@ pub fn summarize(
         request_throughput_rps: per_s(ok.len() as f64),
         output_throughput_tok_s: per_s(out_tokens as f64),
         total_throughput_tok_s: per_s((out_tokens + in_tokens) as f64),
-        latency: latency_stats(ok.iter().copied()),
+        latency: {
+            let mut l = latency_stats(ok.iter().copied());
+            if !matches!(load, LoadShape::Concurrency { .. }) {
+                (l.ttft_from_schedule_ms, l.e2e_from_schedule_ms) =
+                    super::stats::from_schedule(ok.iter().copied());
+            }
+            l
+        },
         goodput: slos
             .iter()
             .map(|s| goodput(&records, s, run.duration_s))

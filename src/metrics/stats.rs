@@ -95,6 +95,28 @@ pub struct LatencyStats {
     pub e2e_ms: Option<Stats>,
     /// Per-request decode speed.
     pub decode_tok_s: Option<Stats>,
+    /// Open-loop levels (a rate, a trace replay): time to first token from
+    /// the request's scheduled send time, so a late send counts against
+    /// the latency instead of hiding it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_from_schedule_ms: Option<Stats>,
+    /// Open-loop levels: end-to-end latency from the scheduled send time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_from_schedule_ms: Option<Stats>,
+}
+
+/// Time to first token and end-to-end latency of completed requests from
+/// their scheduled send time.
+pub fn from_schedule<'a>(
+    records: impl IntoIterator<Item = &'a RequestRecord>,
+) -> (Option<Stats>, Option<Stats>) {
+    let (mut ttft, mut e2e) = (Vec::new(), Vec::new());
+    for r in records.into_iter().filter(|r| r.is_ok()) {
+        let lag = r.dispatch_lag_ms();
+        ttft.extend(r.ttft_ms.map(|t| t + lag));
+        e2e.extend(r.e2e_ms.map(|t| t + lag));
+    }
+    (Stats::from_values(ttft), Stats::from_values(e2e))
 }
 
 /// Compute the latency distributions over completed requests.
@@ -143,6 +165,8 @@ pub fn latency_stats<'a>(records: impl IntoIterator<Item = &'a RequestRecord>) -
         itl_per_token_ms: Stats::from_values(itl_tok),
         e2e_ms: Stats::from_values(e2e),
         decode_tok_s: Stats::from_values(dec),
+        ttft_from_schedule_ms: None,
+        e2e_from_schedule_ms: None,
     }
 }
 
