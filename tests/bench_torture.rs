@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{bench_bin, start_torture, Fault};
+use common::{bench_bin, example, start_torture, Fault};
 use serde_json::Value;
 
 fn level(r: &Option<Value>) -> &Value {
@@ -238,8 +238,7 @@ fn absurd_rates_and_concurrency_are_refused_before_any_traffic() {
 
 #[test]
 fn campaign_plan_refuses_the_same_rates_and_concurrency_with_their_location() {
-    let base = include_str!("../examples/quickstart.toml")
-        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let base = example("quickstart.toml");
     let dir = tempfile::tempdir().unwrap();
     let mut cases = vec![("rate = [1e-300]", "rate 1e-300/s")];
     if servebench::load::open_file_limit().is_some_and(|l| l < 1_000_000_064) {

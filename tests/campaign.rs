@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{cells, pids_with, run, wait_until};
+use common::{cells, example, pids_with, run, wait_until};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -55,8 +55,7 @@ fn spawn_run(campaign: &Path) -> Child {
 #[test]
 fn quickstart_runs_end_to_end_with_one_launch_per_server_and_crash_evidence() {
     let dir = tempfile::tempdir().unwrap();
-    let text = include_str!("../examples/quickstart.toml")
-        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let text = example("quickstart.toml");
     assert!(text.contains("expected_failure = true"));
     // First without the expectation: a crashed variant makes the exit code say so.
     let campaign = write_campaign(dir.path(), &text.replace("expected_failure = true\n", ""));
@@ -1245,8 +1244,7 @@ baseline = "ar-tp1"
 #[test]
 fn the_event_log_follows_the_quickstart_crash_in_order_and_covers_every_cell() {
     let dir = tempfile::tempdir().unwrap();
-    let text = include_str!("../examples/quickstart.toml")
-        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let text = example("quickstart.toml");
     let p = write_campaign(dir.path(), &text);
     let log = dir.path().join("events.jsonl");
     let (code, _, err) = run(&[
@@ -1782,8 +1780,7 @@ fn fast_servers_that_answer_wrong_are_caught_and_never_recommended() {
     let dir = tempfile::tempdir().unwrap();
     // The degenerate and the diverging servers are the fastest: without
     // reading the answers they would win every pick.
-    let text = include_str!("../examples/answers.toml")
-        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let text = example("answers.toml");
     let p = write_campaign(dir.path(), &text);
     let (code, out, err) = run(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 3, "the degenerate cell fails the run\n{out}\n{err}");
@@ -2153,8 +2150,7 @@ num_requests = 4
 #[test]
 fn a_server_that_answers_arithmetic_wrong_at_the_same_speed_is_flagged_by_its_pass_rate() {
     let dir = tempfile::tempdir().unwrap();
-    let text = include_str!("../examples/answer-checks.toml")
-        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let text = example("answer-checks.toml");
     let p = write_campaign(dir.path(), &text);
     let (code, out, err) = run(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 3, "the wrong answers fail the run\n{out}\n{err}");
@@ -2230,8 +2226,7 @@ fn a_server_that_answers_arithmetic_wrong_at_the_same_speed_is_flagged_by_its_pa
 fn compare_exits_3_naming_the_pass_rate_and_agreement_drop_of_a_server_that_starts_answering_wrong()
 {
     let dir = tempfile::tempdir().unwrap();
-    let wrong = include_str!("../examples/answer-checks.toml")
-        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let wrong = example("answer-checks.toml");
     // BASE: the same campaign before the fault, both servers right.
     let good = wrong.replace("args = [\"--wrong-answers\"]\n", "");
     assert_ne!(good, wrong);

@@ -58,12 +58,7 @@ fn chromium(profile: &Path) -> Command {
 fn quickstart_report_renders_its_charts_in_a_headless_browser_without_network() {
     let dir = tempfile::tempdir().unwrap();
     let campaign = dir.path().join("quickstart.toml");
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/quickstart.toml"
-    ))
-    .unwrap()
-    .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let text = common::example("quickstart.toml");
     std::fs::write(&campaign, text).unwrap();
     let out = Command::new(BIN)
         .arg("run")

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{bench_json, cells, fast_sim, run, start_sim};
+use common::{bench_json, cells, example, fast_sim, run, start_sim};
 use serde_json::{json, Value};
 
 /// Every schema by its `$id`, so references between them resolve.
@@ -108,8 +108,7 @@ async fn real_bench_output_validates_and_drift_is_caught() {
 /// The quickstart campaign (four simulated servers, one of which crashes)
 /// run in `dir`; returns its results directory.
 fn run_quickstart(dir: &Path) -> std::path::PathBuf {
-    let text = include_str!("../examples/quickstart.toml")
-        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let text = example("quickstart.toml");
     let campaign = dir.join("campaign.toml");
     std::fs::write(&campaign, text).unwrap();
     let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
@@ -212,8 +211,7 @@ fn report_rejects_drift(v: &jsonschema::Validator, report: &Value) {
 #[test]
 fn search_campaign_cells_and_report_validate() {
     let dir = tempfile::tempdir().unwrap();
-    let text = include_str!("../examples/search.toml")
-        .replace("results_dir = \"../results\"", "results_dir = \"results\"")
+    let text = example("search.toml")
         .replace("max = 64", "max = 8")
         .replace("num_requests = 64", "num_requests = 16");
     let campaign = dir.path().join("campaign.toml");
@@ -248,8 +246,7 @@ fn trace_replay_cells_and_report_validate() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/traces/azure-conv-500.csv"
     );
-    let text = include_str!("../examples/trace-replay.toml")
-        .replace("results_dir = \"../results\"", "results_dir = \"results\"")
+    let text = example("trace-replay.toml")
         .replace("../tests/fixtures/traces/azure-conv-500.csv", trace)
         .replace("num_requests = 300", "num_requests = 40");
     let campaign = dir.path().join("campaign.toml");

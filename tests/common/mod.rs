@@ -41,6 +41,17 @@ impl Drop for SimHandle {
     }
 }
 
+/// An example campaign from `examples/`, its results going to `results`
+/// beside the campaign file a test writes it to.
+pub fn example(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .replace("results_dir = \"../results\"", "results_dir = \"results\"")
+}
+
 /// A simulator config with no delays unless a test sets them.
 pub fn fast_sim() -> SimConfig {
     SimConfig {
