@@ -15,7 +15,8 @@
 //! - [`client`]: the streaming OpenAI-compatible HTTP client, SSE, raw records.
 //! - [`workload`]: tokenizers, exact-length prompts, prompt kinds, datasets, scenarios.
 //! - [`sim`]: the built-in simulated server.
-//! - [`load`]: arrival schedules, request sources, the one load driver and its live view.
+//! - [`load`]: arrival schedules, request sources, the one load driver and its live view,
+//!   the journal a replay cell resumes from.
 //! - [`ui`]: the live progress line (on tokio).
 //! - [`metrics`]: statistics, goodput, level summaries, judgment from raw records (pure).
 //! - [`search`]: SLO search, probe order and boundaries (pure).

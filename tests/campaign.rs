@@ -2372,3 +2372,73 @@ length_scale = 0.25
         "{err}"
     );
 }
+
+#[test]
+fn a_replay_killed_mid_cell_resumes_where_it_stopped_and_loses_only_what_was_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let slice = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/traces/azure-conv-500.csv"
+    );
+    // 500 requests over 129 s of trace at x8: a 16 s replay, long enough
+    // to be killed in the middle of.
+    let text = format!(
+        r#"
+[campaign]
+name = "resume-replay"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--decode-step-ms", "2", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
+[[server]]
+id = "a"
+[[workload]]
+name = "azure"
+api = "chat"
+trace = "{slice}"
+time_scale = 8
+output_scale = 0.1
+"#
+    );
+    let campaign = write_campaign(dir.path(), &text);
+    let root = dir.path().join("results/resume-replay");
+    let journal = root.join("cells/a/azure-trace-x8.journal.jsonl");
+    let mut child = spawn_run(&campaign);
+    let lines = || {
+        std::fs::read_to_string(&journal)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    wait_until(Duration::from_secs(120), "100 journaled requests", || {
+        lines() > 100
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // What the killed run finished is on disk, whole lines only.
+    let before = lines() - 1;
+    assert!(cells(&root).is_empty(), "no cell was stored");
+    let (code, out, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(!journal.exists(), "the stored cell replaces its journal");
+    let cell = &cells(&root)["a/azure-trace-x8"];
+    assert_eq!(cell["status"], "ok", "{cell}");
+    let reqs = cell["summary"]["requests"].as_array().unwrap();
+    let mut seen: Vec<u64> = reqs.iter().map(|r| r["index"].as_u64().unwrap()).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), reqs.len(), "no request twice");
+    // Every request the killed run finished was kept; only those in flight
+    // when it died are missing (the simulator runs them at once: few).
+    let lost = 500 - reqs.len();
+    assert!(reqs.len() >= before, "{} < {before}", reqs.len());
+    assert!(lost < 20, "{lost} lost");
+    let warning = cell["summary"]["client"]["warnings"].to_string();
+    assert!(
+        warning.contains(&format!(
+            "resumed after an interruption: {before} requests kept from the interrupted run, {lost} in flight then lost"
+        )),
+        "{warning}"
+    );
+}

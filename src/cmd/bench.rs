@@ -394,6 +394,7 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
             ignore_eos: args.ignore_eos,
             seed: args.seed.wrapping_add(i as u64),
             prompts: at_scale(&r.prompts, shape),
+            first_unit: 0,
             tokenizer: args.tokenizer.clone(),
             count: stop.max_requests.map(|n| n.saturating_add(args.warmup)),
             probe_timeout: r.request_timeout.min(std::time::Duration::from_secs(60)),
@@ -405,10 +406,12 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
                 stop,
                 warmup: args.warmup,
                 seed: args.seed.wrapping_add(i as u64),
+                first_index: 0,
             },
             slos: &r.slos,
             label: format!("[{}/{}] {shape}", i + 1, r.shapes.len()),
             campaign: None,
+            resume: None,
         };
         let label = job.label.clone();
         let mut summary = measure_level(executor.clone(), job, &cancel)

@@ -240,7 +240,13 @@ pub struct LevelPlan {
     pub warmup: u64,
     /// Seed for the arrival process.
     pub seed: u64,
+    /// The first unit of work to send: above 0 when a replay resumes after
+    /// the units an interrupted run finished (no warm-up then).
+    pub first_index: u64,
 }
+
+/// Where finished requests are written as they finish, if anywhere.
+pub type SharedJournal = Option<Arc<Mutex<super::journal::Journal>>>;
 
 type SharedSource = Arc<Mutex<Box<dyn RequestSource>>>;
 
@@ -253,14 +259,14 @@ pub async fn run_level<E: Executor>(
     plan: LevelPlan,
     executor: Arc<E>,
     source: Box<dyn RequestSource>,
-    live: Arc<LiveView>,
+    (live, journal): (Arc<LiveView>, SharedJournal),
     cancel: CancellationToken,
 ) -> Result<LevelRun, String> {
     plan.stop.validate()?;
     let source: SharedSource = Arc::new(Mutex::new(source));
-    let mut next_index = 0u64;
+    let mut next_index = plan.first_index;
     let (mut warmup_sent, mut warmup_failed) = (0, 0);
-    if plan.warmup > 0 {
+    if plan.warmup > 0 && plan.first_index == 0 {
         let width = match plan.shape {
             LoadShape::Concurrency { value } => value,
             LoadShape::Rate {
@@ -320,7 +326,7 @@ pub async fn run_level<E: Executor>(
                 next_index,
                 executor,
                 source,
-                live,
+                (live, journal),
                 cancel.clone(),
             )
             .await
@@ -449,7 +455,7 @@ async fn open_loop<E: Executor>(
     first_index: u64,
     executor: Arc<E>,
     source: SharedSource,
-    live: Arc<LiveView>,
+    (live, journal): (Arc<LiveView>, SharedJournal),
     cancel: CancellationToken,
 ) -> Vec<RequestRecord> {
     let epoch = Instant::now();
@@ -491,7 +497,7 @@ async fn open_loop<E: Executor>(
         let Some(work) = take_work(&source, index) else {
             break;
         };
-        let (executor, live) = (executor.clone(), live.clone());
+        let (executor, live, journal) = (executor.clone(), live.clone(), journal.clone());
         tasks.spawn(async move {
             let recs = perform(
                 executor.as_ref(),
@@ -503,6 +509,11 @@ async fn open_loop<E: Executor>(
             drop(permit);
             for rec in &recs {
                 live.record(rec.is_ok(), rec.ttft_ms, rec.output_tokens.unwrap_or(0));
+            }
+            if let Some(j) = &journal {
+                if let Ok(mut j) = j.lock() {
+                    j.append(&recs);
+                }
             }
             recs
         });
@@ -573,10 +584,11 @@ mod tests {
                 stop,
                 warmup,
                 seed: 1,
+                first_index: 0,
             },
             Arc::new(FixedDelay(Duration::from_millis(100))),
             Box::new(Counting),
-            Arc::new(LiveView::default()),
+            (Arc::new(LiveView::default()), None),
             CancellationToken::new(),
         )
         .await
@@ -666,10 +678,11 @@ mod tests {
                 },
                 warmup: 0,
                 seed: 0,
+                first_index: 0,
             },
             Arc::new(FixedDelay(Duration::from_millis(1))),
             Box::new(Counting),
-            Arc::new(LiveView::default()),
+            (Arc::new(LiveView::default()), None),
             CancellationToken::new(),
         )
         .await

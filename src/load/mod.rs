@@ -1,6 +1,7 @@
 //! Load generation: arrival schedules and the one driver that runs them.
 
 pub mod driver;
+pub mod journal;
 pub mod live;
 pub mod schedule;
 pub mod source;

@@ -76,6 +76,9 @@ pub struct SourceSpec {
     pub api: Api,
     /// Served model name.
     pub model: String,
+    /// The first unit of work to build (a resumed replay skips the units
+    /// an interrupted run finished).
+    pub first_unit: u64,
     /// Output tokens per request (per turn for scenarios, unless the turn sets its own).
     pub output_len: u64,
     /// Force exact output lengths.
@@ -501,13 +504,23 @@ async fn replay_source(
     let limit = spec.count.unwrap_or(u64::MAX);
     // Ready once the first requests (as many as may wait) are built, so the
     // replay does not start by waiting for them.
+    let first = spec.first_unit;
     let head = (replay.requests.len() as u64)
         .min(limit)
-        .min(REPLAY_AHEAD as u64);
+        .saturating_sub(first)
+        .min(REPLAY_AHEAD as u64)
+        + first;
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let build = move || {
         let mut cache = BlockCache::default();
-        for (i, r) in replay.requests.iter().enumerate().take(limit as usize) {
+        let first = first as usize;
+        for (i, r) in replay
+            .requests
+            .iter()
+            .enumerate()
+            .take(limit as usize)
+            .skip(first)
+        {
             // The server's own additions come first; the trace's blocks
             // keep their size and the last one gives up the difference.
             let text_tokens = r.input_len.saturating_sub(correction).max(1) as usize;

@@ -360,7 +360,16 @@ impl<'a> GroupRun<'a> {
             self.slot.eta.cell_s(id, &cell.workload),
             self.slot.eta.left_s(Some((id, &cell.name))),
         );
-        let summary = measure(c, cell, ep.clone(), self.cancel, expect).await;
+        // A replay cell keeps a journal of its finished requests, so a run
+        // killed mid-replay goes on from where it stopped.
+        let resume = matches!(
+            cell.workload.load,
+            crate::load::schedule::LoadShape::Replay { .. }
+        )
+        .then(|| {
+            super::measure::Resume::at(self.store.journal_path(id, &cell.name), &cell.identity)
+        });
+        let summary = measure(c, cell, ep.clone(), self.cancel, expect, resume).await;
         let (gpus, gpu_note) = sampler.finish(&running.run.gpus).await;
         let want = summary
             .as_ref()

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::load::driver::{run_level, HttpExecutor, LevelPlan};
+use crate::client::record::RequestRecord;
+use crate::load::driver::{run_level, HttpExecutor, LevelPlan, LevelRun};
+use crate::load::journal::Journal;
 use crate::load::live::LiveView;
 use crate::load::workloads::{build_source, length_warnings, SourceSpec};
 use crate::metrics::level::{summarize, LevelSummary};
@@ -26,6 +28,45 @@ pub struct LevelJob<'a> {
     pub label: String,
     /// The campaign's remaining time, shown on the progress line in `run`.
     pub campaign: Option<CampaignEta>,
+    /// A replay cell's journal: what an interrupted run finished is kept,
+    /// and the replay goes on from the next unit.
+    pub resume: Option<Resume>,
+}
+
+/// A replay cell's journal and what it already holds.
+pub struct Resume {
+    /// The journal file.
+    pub path: std::path::PathBuf,
+    /// The cell's identity, written at its head.
+    pub identity: String,
+    /// Requests an interrupted run finished.
+    pub kept: Vec<RequestRecord>,
+}
+
+impl Resume {
+    /// The journal of cell `identity` at `path`, with what it holds.
+    pub fn at(path: std::path::PathBuf, identity: &str) -> Self {
+        let kept = crate::load::journal::read(&path, identity);
+        if kept.is_empty() {
+            // Another cell's (a setting changed) or nothing whole: start afresh.
+            let _ = std::fs::remove_file(&path);
+        }
+        Self {
+            path,
+            identity: identity.to_string(),
+            kept,
+        }
+    }
+
+    /// The unit to go on from: after the last one an interrupted run sent
+    /// and finished (units before it that did not finish were in flight).
+    pub fn first_index(&self) -> u64 {
+        self.kept
+            .iter()
+            .filter_map(|r| r.index)
+            .max()
+            .map_or(0, |i| i + 1)
+    }
 }
 
 /// Build `job`'s requests, send them to the executor's endpoint, and
@@ -68,17 +109,64 @@ pub async fn measure_level(
     let shape = job.plan.shape;
     let threads = tokio::runtime::Handle::current().metrics().num_workers();
     let cpu0 = proc::cpu_seconds();
-    let run = run_level(job.plan, executor, source, live, cancel.clone()).await;
+    let journal = match &job.resume {
+        Some(r) => Some(Arc::new(std::sync::Mutex::new(
+            Journal::open(&r.path, &r.identity)
+                .map_err(|e| format!("journal {}: {e}", r.path.display()))?,
+        ))),
+        None => None,
+    };
+    let resumed_at = source
+        .schedule()
+        .and_then(|s| s.get(job.plan.first_index as usize).copied());
+    let run = run_level(job.plan, executor, source, (live, journal), cancel.clone()).await;
     let cpu = proc::cpu_seconds() - cpu0;
     progress.finish().await;
     if let Some(e) = info.build_error.as_ref().and_then(|e| e.get()) {
         return Err(format!("cannot build the requests: {e}"));
     }
-    let mut summary = summarize(shape, run?, job.slos, cpu, threads);
+    let mut run = run?;
+    let mut resumed = None;
+    if let Some(r) = job.resume.filter(|r| !r.kept.is_empty()) {
+        resumed = Some(merge(&mut run, r, job.plan.first_index, resumed_at));
+    }
+    let mut summary = summarize(shape, run, job.slos, cpu, threads);
+    summary.client.warnings.extend(resumed);
     summary
         .client
         .warnings
         .extend(length_warnings(&summary.requests, info.exact));
     summary.source = Some(info);
     Ok(summary)
+}
+
+/// Put what an interrupted run finished before what this run sent, on one
+/// time line: this run's times move by the schedule offset it resumed at,
+/// and the level's duration is both runs' together. The sentence says so.
+fn merge(
+    run: &mut LevelRun,
+    resume: Resume,
+    first: u64,
+    resumed_at: Option<std::time::Duration>,
+) -> String {
+    let before_s = resume
+        .kept
+        .iter()
+        .map(|r| r.sent_ms + r.e2e_ms.unwrap_or(0.0))
+        .fold(0.0f64, f64::max)
+        / 1000.0;
+    let shift_ms = resumed_at.map_or(before_s * 1000.0, |d| d.as_secs_f64() * 1000.0);
+    for r in &mut run.records {
+        r.scheduled_ms += shift_ms;
+        r.sent_ms += shift_ms;
+    }
+    let kept = resume.kept.len() as u64;
+    let lost = first.saturating_sub(kept);
+    let mut all = resume.kept;
+    all.append(&mut run.records);
+    run.records = all;
+    run.duration_s += before_s;
+    format!(
+        "resumed after an interruption: {kept} requests kept from the interrupted run, {lost} in flight then lost, the replay went on from request {first}"
+    )
 }

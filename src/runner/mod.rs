@@ -299,6 +299,7 @@ pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String
         ignore_eos: w.ignore_eos,
         seed: draw_seed(w),
         prompts,
+        first_unit: 0,
         tokenizer: c.model.tokenizer.clone(),
         count: w.num_requests.map(|n| n + w.warmup),
         probe_timeout: c.run.request_timeout.min(Duration::from_secs(60)),
@@ -331,9 +332,14 @@ pub(super) async fn measure(
     endpoint: Endpoint,
     cancel: &CancellationToken,
     (estimate_s, rest_s): (f64, f64),
+    resume: Option<measure::Resume>,
 ) -> Result<LevelSummary, String> {
     let w = &cell.workload;
-    let source = source_spec(c, w)?;
+    let first_index = resume.as_ref().map_or(0, |r| r.first_index());
+    let source = SourceSpec {
+        first_unit: first_index,
+        ..source_spec(c, w)?
+    };
     let job = LevelJob {
         plan: LevelPlan {
             shape: w.load,
@@ -343,11 +349,13 @@ pub(super) async fn measure(
             },
             warmup: w.warmup,
             seed: source.seed,
+            first_index,
         },
         source,
         slos: &w.slos,
         label: format!("   {}", cell.name),
         campaign: Some(crate::ui::CampaignEta { estimate_s, rest_s }),
+        resume,
     };
     let executor = Arc::new(HttpExecutor {
         endpoint,

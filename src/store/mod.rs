@@ -306,6 +306,15 @@ impl Store {
             .join(format!("{cell_name}.json"))
     }
 
+    /// Path of a replay cell's journal of finished requests (see
+    /// `load::journal`); removed when the cell's result is written.
+    pub fn journal_path(&self, server_id: &str, cell_name: &str) -> PathBuf {
+        self.root
+            .join("cells")
+            .join(server_id)
+            .join(format!("{cell_name}.journal.jsonl"))
+    }
+
     /// Path of a server's log, and the same relative to the root.
     pub fn log_path(&self, server_id: &str) -> (PathBuf, String) {
         let rel = format!("logs/{server_id}.log");
@@ -330,7 +339,12 @@ impl Store {
         let mut attempt = 1;
         loop {
             match fsx::write_atomic(&path, &bytes) {
-                Ok(()) => return Ok(path),
+                Ok(()) => {
+                    // The result holds what the journal kept.
+                    let _ =
+                        std::fs::remove_file(self.journal_path(&cell.server_id, &cell.cell_name));
+                    return Ok(path);
+                }
                 Err(e) if attempt < ATTEMPTS && e.kind() != std::io::ErrorKind::InvalidInput => {
                     eprintln!("cell result: {e} (attempt {attempt} of {ATTEMPTS}; retrying)");
                     std::thread::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)));

@@ -251,7 +251,8 @@ pub fn cells(root: &std::path::Path) -> std::collections::BTreeMap<String, serde
     for s in servers.flatten() {
         for c in std::fs::read_dir(s.path()).unwrap().flatten() {
             let name = c.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
+            // Results only: not a temporary file, not a replay's journal.
+            if name.starts_with('.') || !name.ends_with(".json") {
                 continue;
             }
             let v: serde_json::Value = serde_json::from_slice(&std::fs::read(c.path()).unwrap())
