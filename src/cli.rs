@@ -340,7 +340,9 @@ pub struct BenchArgs {
     pub output: Option<PathBuf>,
     /// Replay a production trace on its own schedule (Mooncake JSONL, Azure
     /// or BurstGPT CSV): its lengths, its prefix blocks, its arrival times.
-    #[arg(long, conflicts_with_all = ["concurrency", "request_rate", "prompt_kind", "dataset", "scenario"])]
+    /// With --concurrency or --request-rate, its requests (lengths, blocks)
+    /// are a dataset under that load instead.
+    #[arg(long, conflicts_with_all = ["prompt_kind", "dataset", "scenario"])]
     pub trace: Option<PathBuf>,
     /// The trace's format (mooncake, azure, burstgpt); detected when not given.
     #[arg(long, requires = "trace")]

@@ -2363,12 +2363,28 @@ length_scale = 0.25
     std::fs::write(&trace, edited).unwrap();
     let (_, out, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);
     assert!(verdicts(&out).iter().all(|v| v != "cached"), "{out}");
-    // A trace with a load of its own is refused where it is declared.
-    let bad = text.replace("time_scale = [40, 80]", "concurrency = 4");
+    // The trace's requests as a dataset under a closed loop: the same
+    // lengths, no schedule.
+    let closed = text.replace("time_scale = [40, 80]", "concurrency = 4");
+    let (code, out, err) = run(&["run", write_campaign(dir.path(), &closed).to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let all = common::cells(&dir.path().join("results/replay"));
+    let c4 = &all["a/azure-trace-c4"];
+    let mut reqs = c4["summary"]["requests"].as_array().unwrap().clone();
+    reqs.sort_by_key(|r| r["index"].as_u64().unwrap());
+    assert_eq!(reqs.len(), 120);
+    // (The first row's output was edited above.)
+    assert_eq!(reqs[0]["output_tokens"], 45);
+    for (r, row) in reqs.iter().zip(&rows).skip(1) {
+        assert_eq!(r["output_tokens"], row[1]);
+    }
+    assert!(c4["summary"]["latency"]["e2e_from_schedule_ms"].is_null());
+    // A schedule and a load of its own at once is refused where it is declared.
+    let bad = text.replace("time_scale = [40, 80]", "time_scale = 2\nconcurrency = 4");
     let (code, _, err) = run(&["plan", write_campaign(dir.path(), &bad).to_str().unwrap()]);
     assert_ne!(code, 0);
     assert!(
-        err.contains("campaign.toml:15:9: workload `azure`: a trace brings its own prompts, lengths and schedule; remove `concurrency`"),
+        err.contains("campaign.toml:15:9: workload `azure`: give `time_scale` (the trace's own schedule) or `concurrency`/`rate`"),
         "{err}"
     );
 }

@@ -572,3 +572,47 @@ async fn real_llamacpp_replays_a_trace_slice_with_every_prompt_as_long_as_the_sc
         lag.p50, lag.p99, lag.max
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_is_a_dataset_under_a_concurrency_with_every_request_its_own_lengths() {
+    let sim = start_sim(fast_sim()).await;
+    let path = trace_fixture("azure-conv-500.csv");
+    let rows: Vec<Vec<u64>> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .take(60)
+        .map(|l| {
+            l.split(',')
+                .skip(1)
+                .map(|x| x.trim().parse().unwrap())
+                .collect()
+        })
+        .collect();
+    let (r, ok) = bench(&[
+        "--url",
+        &sim.url(),
+        "--api",
+        "chat",
+        "--trace",
+        path.to_str().unwrap(),
+        "--concurrency",
+        "3",
+        "--num-requests",
+        "60",
+        "--length-scale",
+        "0.5",
+    ])
+    .await;
+    assert!(ok);
+    let level = &r.levels[0];
+    assert_eq!(level.load.to_string(), "concurrency 3");
+    assert_eq!(level.completed, 60);
+    // Three users ask for the next request at once: each still gets its own.
+    let mut reqs: Vec<_> = level.requests.iter().collect();
+    reqs.sort_by_key(|q| q.index.unwrap());
+    for (i, (q, row)) in reqs.iter().zip(&rows).enumerate() {
+        assert_eq!(q.index, Some(i as u64));
+        assert_eq!(q.output_tokens, Some(row[1]));
+    }
+}

@@ -102,7 +102,7 @@ fn resolve(a: &BenchArgs) -> anyhow::Result<Resolved> {
         fsx::check_replaceable(out).map_err(|e| anyhow::anyhow!("--output: {e}"))?;
     }
     let shapes = match (&a.concurrency, &a.request_rate) {
-        _ if a.trace.is_some() => parse_list(&a.time_scale, |s| {
+        (None, None) if a.trace.is_some() => parse_list(&a.time_scale, |s| {
             let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
             if !(v > 0.0 && v.is_finite()) {
                 return Err(format!("time scale `{s}` must be positive"));

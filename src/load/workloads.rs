@@ -419,24 +419,29 @@ const REPLAY_AHEAD: usize = 512;
 struct ReplaySource {
     schedule: Arc<[Duration]>,
     built: std::sync::mpsc::Receiver<(u64, Result<PreparedRequest, String>)>,
+    /// Units built before they were asked for: concurrent users of a closed
+    /// loop may ask a little out of order.
+    early: std::collections::HashMap<u64, PreparedRequest>,
     error: Arc<std::sync::OnceLock<String>>,
 }
 
 impl RequestSource for ReplaySource {
     fn next_work(&mut self, index: u64) -> Option<Work> {
-        // Units come in order; one that failed to build ends the replay
-        // (its error is what a level without requests reports).
-        match self.built.recv().ok()? {
-            (i, Ok(r)) if i == index => Some(Work::Request(r)),
-            (_, Err(e)) => {
-                let _ = self.error.set(e);
-                None
+        // Units are built in order; one that failed to build ends the
+        // replay (its error is what the level reports).
+        loop {
+            if let Some(r) = self.early.remove(&index) {
+                return Some(Work::Request(r));
             }
-            (i, Ok(_)) => {
-                let _ = self
-                    .error
-                    .set(format!("request {i} was built where {index} was due"));
-                None
+            match self.built.recv().ok()? {
+                (i, Ok(r)) if i == index => return Some(Work::Request(r)),
+                (i, Ok(r)) => {
+                    self.early.insert(i, r);
+                }
+                (_, Err(e)) => {
+                    let _ = self.error.set(e);
+                    return None;
+                }
             }
         }
     }
@@ -561,6 +566,7 @@ async fn replay_source(
     Ok(ReplaySource {
         schedule,
         built: rx,
+        early: std::collections::HashMap::new(),
         error,
     })
 }

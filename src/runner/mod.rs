@@ -287,7 +287,12 @@ pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String
             path: path.clone(),
             format: Some(*format),
             settings: crate::workload::trace::ReplaySettings {
-                time_scale: w.load.value(),
+                // The schedule's scale; under a concurrency or a rate the
+                // trace is a dataset and its times are not used.
+                time_scale: match w.load {
+                    crate::load::schedule::LoadShape::Replay { time_scale, .. } => time_scale,
+                    _ => 1.0,
+                },
                 ..settings.clone()
             },
         })),

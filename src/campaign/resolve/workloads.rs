@@ -531,8 +531,6 @@ fn trace_points(
         (w.scenario.is_some(), "scenario"),
         (w.input_len.is_some(), "input_len"),
         (w.output_len.is_some(), "output_len"),
-        (w.concurrency.is_some(), "concurrency"),
-        (w.rate.is_some(), "rate"),
         (w.search.is_some(), "search"),
         (w.shared_prefix.is_some(), "shared_prefix"),
         (w.ignore_eos == Some(false), "ignore_eos = false"),
@@ -541,6 +539,12 @@ fn trace_points(
         return Err(src.error(
             t,
             format!("workload `{name}`: a trace brings its own prompts, lengths and schedule; remove `{what}`"),
+        ));
+    }
+    if w.time_scale.is_some() && (w.concurrency.is_some() || w.rate.is_some()) {
+        return Err(src.error(
+            t,
+            format!("workload `{name}`: give `time_scale` (the trace's own schedule) or `concurrency`/`rate` (its requests as a dataset under that load), not both"),
         ));
     }
     let seconds = |v: &Option<Spanned<String>>| -> Result<Option<f64>, CampaignError> {
@@ -600,17 +604,7 @@ fn trace_points(
         mean_input: mean(|r| r.input_len),
         mean_output: mean(|r| r.output_len),
     };
-    let scales = w
-        .time_scale
-        .as_ref()
-        .map(OneOrMany::to_vec)
-        .unwrap_or_else(|| vec![1.0]);
-    if let Some(bad) = scales.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
-        return Err(src.error(
-            t,
-            format!("workload `{name}`: time_scale must be positive, got {bad}"),
-        ));
-    }
+    let loads = trace_loads(w).map_err(|e| src.error(t, format!("workload `{name}`: {e}")))?;
     let slos = w
         .slo
         .iter()
@@ -618,7 +612,7 @@ fn trace_points(
         .collect::<Result<Vec<_>, _>>()?;
     let duration_s = seconds(&w.duration)?;
     let mut out = Vec::new();
-    for time_scale in scales {
+    for load in loads {
         for repetition in 0..repetitions {
             out.push(WorkloadPoint {
                 workload: name.to_string(),
@@ -626,10 +620,7 @@ fn trace_points(
                 source: source.clone(),
                 input_len: 0,
                 output_len: 0,
-                load: LoadShape::Replay {
-                    time_scale,
-                    max_concurrency: w.max_concurrency,
-                },
+                load,
                 num_requests: Some(n),
                 duration_s,
                 warmup: w.warmup.unwrap_or(0),
@@ -642,6 +633,54 @@ fn trace_points(
         }
     }
     Ok(out)
+}
+
+/// A trace workload's loads: its own schedule at each `time_scale`, or its
+/// requests as a dataset under each `concurrency` or `rate`.
+fn trace_loads(w: &super::super::RawWorkload) -> Result<Vec<LoadShape>, String> {
+    let positive = |what: &str, v: f64| {
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(format!("{what} must be positive, got {v}"))
+        }
+    };
+    if let Some(c) = &w.concurrency {
+        return c
+            .to_vec()
+            .into_iter()
+            .map(|value| {
+                crate::load::check_concurrency(u64::from(value))?;
+                Ok(LoadShape::Concurrency { value })
+            })
+            .collect();
+    }
+    if let Some(r) = &w.rate {
+        return r
+            .to_vec()
+            .into_iter()
+            .map(|value| {
+                Ok(LoadShape::Rate {
+                    value: positive("a rate", value)?,
+                    arrival: w.arrival.unwrap_or(Arrival::Poisson),
+                    burstiness: positive("burstiness", w.burstiness.unwrap_or(1.0))?,
+                    max_concurrency: w.max_concurrency,
+                })
+            })
+            .collect();
+    }
+    w.time_scale
+        .as_ref()
+        .map(OneOrMany::to_vec)
+        .unwrap_or_else(|| vec![1.0])
+        .into_iter()
+        .map(|s| {
+            Ok(LoadShape::Replay {
+                time_scale: positive("time_scale", s)?,
+                max_concurrency: w.max_concurrency,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
