@@ -2364,19 +2364,32 @@ length_scale = 0.25
     let (_, out, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);
     assert!(verdicts(&out).iter().all(|v| v != "cached"), "{out}");
     // The trace's requests as a dataset under a closed loop: the same
-    // lengths, no schedule.
-    let closed = text.replace("time_scale = [40, 80]", "concurrency = 4");
+    // lengths, no schedule; and clamped to the server's declared context.
+    let closed = text
+        .replace("time_scale = [40, 80]", "concurrency = 4")
+        .replace("id = \"a\"", "id = \"a\"\ncontext_length = 1100");
     let (code, out, err) = run(&["run", write_campaign(dir.path(), &closed).to_str().unwrap()]);
     assert_eq!(code, 0, "{out}\n{err}");
     let all = common::cells(&dir.path().join("results/replay"));
     let c4 = &all["a/azure-trace-c4"];
+    let said = c4["summary"]["source"]["dataset"].as_str().unwrap();
+    assert!(
+        said.contains("1 outputs shortened to fit the context"),
+        "{said}"
+    );
     let mut reqs = c4["summary"]["requests"].as_array().unwrap().clone();
     reqs.sort_by_key(|r| r["index"].as_u64().unwrap());
     assert_eq!(reqs.len(), 120);
     // (The first row's output was edited above.)
     assert_eq!(reqs[0]["output_tokens"], 45);
     for (r, row) in reqs.iter().zip(&rows).skip(1) {
-        assert_eq!(r["output_tokens"], row[1]);
+        let input = ((row[0] as f64 * 0.25).round() as u64).max(1);
+        let output = if input + row[1] > 1100 {
+            1100 - input
+        } else {
+            row[1]
+        };
+        assert_eq!(r["output_tokens"], output);
     }
     assert!(c4["summary"]["latency"]["e2e_from_schedule_ms"].is_null());
     // A schedule and a load of its own at once is refused where it is declared.

@@ -369,7 +369,8 @@ impl<'a> GroupRun<'a> {
         .then(|| {
             super::measure::Resume::at(self.store.journal_path(id, &cell.name), &cell.identity)
         });
-        let summary = measure(c, cell, ep.clone(), self.cancel, expect, resume).await;
+        let context = self.g.server.context_length;
+        let summary = measure(c, cell, ep.clone(), self.cancel, expect, (resume, context)).await;
         let (gpus, gpu_note) = sampler.finish(&running.run.gpus).await;
         let want = summary
             .as_ref()

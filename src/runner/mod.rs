@@ -337,14 +337,22 @@ pub(super) async fn measure(
     endpoint: Endpoint,
     cancel: &CancellationToken,
     (estimate_s, rest_s): (f64, f64),
-    resume: Option<measure::Resume>,
+    (resume, server_context): (Option<measure::Resume>, Option<u64>),
 ) -> Result<LevelSummary, String> {
     let w = &cell.workload;
     let first_index = resume.as_ref().map_or(0, |r| r.first_index());
-    let source = SourceSpec {
+    let mut source = SourceSpec {
         first_unit: first_index,
         ..source_spec(c, w)?
     };
+    // A trace's requests are clamped to the server's declared context
+    // unless the workload sets its own limit; the context is part of the
+    // server's config, hence of the cell's identity.
+    if let (Prompts::Trace(t), Some(ctx)) = (&mut source.prompts, server_context) {
+        if t.settings.max_context.is_none() {
+            Arc::make_mut(t).settings.max_context = Some(ctx);
+        }
+    }
     let job = LevelJob {
         plan: LevelPlan {
             shape: w.load,
