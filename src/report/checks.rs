@@ -80,35 +80,6 @@ impl KindCheck {
     }
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct Tally {
-    checked: usize,
-    passed: usize,
-    base_passed: usize,
-    losses: usize,
-    wins: usize,
-}
-
-impl Tally {
-    fn add(&mut self, mine: bool, base: Option<bool>) {
-        self.checked += 1;
-        self.passed += mine as usize;
-        if let Some(b) = base {
-            self.base_passed += b as usize;
-            self.losses += (b && !mine) as usize;
-            self.wins += (mine && !b) as usize;
-        }
-    }
-
-    fn p_value(&self) -> f64 {
-        sign_test(self.losses, self.losses + self.wins)
-    }
-
-    fn flagged(&self) -> bool {
-        clearly_worse(self.checked, self.losses, self.wins)
-    }
-}
-
 /// Whether `losses` against `wins` over `pairs` paired answers is a clear
 /// drop: at least [`MIN_DROP`] of the pairs, and sign-test p < [`MAX_P`].
 pub fn clearly_worse(pairs: usize, losses: usize, wins: usize) -> bool {
@@ -162,56 +133,46 @@ pub fn judge(servers: &[String], cells: &[&CellResult], baseline: Option<&str>) 
         .map(|c| (point(c), *c))
         .collect();
     for s in servers {
-        // Per kind: the server's tally, and each cell's own.
-        let mut total: BTreeMap<String, Tally> = BTreeMap::new();
-        let mut per_cell: Vec<(&CellResult, String, Tally)> = Vec::new();
+        let is_base = s == b;
+        // Per kind: the server's answers paired with the baseline's, over
+        // the campaign and per cell. The baseline's own are paired with
+        // themselves: its checked and passed counts.
+        let mut total: BTreeMap<String, Paired> = BTreeMap::new();
+        let mut per_cell: Vec<(&CellResult, String, Paired)> = Vec::new();
         for c in cells.iter().filter(|c| &c.server_id == s) {
             let Some(summary) = &c.summary else { continue };
-            let theirs = (s != b)
-                .then(|| base.get(&point(c)))
-                .flatten()
+            let theirs = base
+                .get(&point(c))
+                .filter(|_| !is_base)
                 .and_then(|bc| bc.summary.as_ref())
-                .map(|bs| checked_by_unit(&bs.requests))
+                .map(|bs| checks_by_kind(&bs.requests))
                 .unwrap_or_default();
-            let mut mine: BTreeMap<String, Tally> = BTreeMap::new();
-            for r in summary.requests.iter().filter(|r| r.is_ok()) {
-                let (Some(pass), Some(kind)) = (r.answer_check, r.label.as_ref()) else {
+            for (kind, now) in checks_by_kind(&summary.requests) {
+                let then = if is_base {
+                    Some(&now)
+                } else {
+                    theirs.get(&kind)
+                };
+                let mut p = Paired::default();
+                p.add(then.unwrap_or(&Units::new()), &now);
+                if p.pairs == 0 {
                     continue;
-                };
-                let base = match (s == b, r.index) {
-                    (true, _) => None,
-                    (false, Some(i)) => match theirs.get(&(i, r.turn)) {
-                        Some(x) => Some(*x),
-                        None => continue,
-                    },
-                    (false, None) => continue,
-                };
-                mine.entry(kind.clone()).or_default().add(pass, base);
-            }
-            for (kind, t) in mine {
-                let all = total.entry(kind.clone()).or_default();
-                *all = Tally {
-                    checked: all.checked + t.checked,
-                    passed: all.passed + t.passed,
-                    base_passed: all.base_passed + t.base_passed,
-                    losses: all.losses + t.losses,
-                    wins: all.wins + t.wins,
-                };
-                per_cell.push((c, kind, t));
+                }
+                total.entry(kind.clone()).or_default().merge(&p);
+                per_cell.push((c, kind, p));
             }
         }
-        let is_base = s == b;
         let kinds: Vec<KindCheck> = total
             .iter()
             .map(|(kind, t)| KindCheck {
                 kind: kind.clone(),
-                checked: t.checked,
-                passed: t.passed,
+                checked: t.pairs,
+                passed: t.new_passed,
                 baseline_passed: (!is_base).then_some(t.base_passed),
                 losses: t.losses,
                 wins: t.wins,
                 p_value: (!is_base).then(|| t.p_value()),
-                flagged: !is_base && t.flagged(),
+                flagged: !is_base && t.dropped(),
             })
             .collect();
         for (c, kind, t) in per_cell {
@@ -220,7 +181,7 @@ pub fn judge(servers: &[String], cells: &[&CellResult], baseline: Option<&str>) 
             };
             let detail = format!(
                 "{kind} answers fail their check: {} of {} pass here, the baseline's {} of {} to the same prompts; over the campaign {} of {} against the baseline's {} (sign test p = {:.3})",
-                t.passed, t.checked, t.base_passed, t.checked, k.passed, k.checked,
+                t.new_passed, t.pairs, t.base_passed, t.pairs, k.passed, k.checked,
                 k.baseline_passed.unwrap_or(0), k.p_value.unwrap_or(1.0)
             );
             failures
@@ -269,6 +230,20 @@ impl Paired {
         }
     }
 
+    /// Add another tally of the same measure.
+    pub fn merge(&mut self, o: &Paired) {
+        self.pairs += o.pairs;
+        self.base_passed += o.base_passed;
+        self.new_passed += o.new_passed;
+        self.losses += o.losses;
+        self.wins += o.wins;
+    }
+
+    /// One-sided sign-test p-value of the losses against the wins.
+    pub fn p_value(&self) -> f64 {
+        sign_test(self.losses, self.losses + self.wins)
+    }
+
     /// Whether NEW is clearly worse ([`clearly_worse`]).
     pub fn dropped(&self) -> bool {
         clearly_worse(self.pairs, self.losses, self.wins)
@@ -278,10 +253,7 @@ impl Paired {
     /// prompts (6 lost, 0 gained, sign test p = 0.016)".
     pub fn text(&self, base: &str, new: &str) -> String {
         let p = if self.losses > self.wins {
-            format!(
-                ", sign test p = {:.3}",
-                sign_test(self.losses, self.losses + self.wins)
-            )
+            format!(", sign test p = {:.3}", self.p_value())
         } else {
             String::new()
         };
@@ -303,15 +275,6 @@ pub fn checks_by_kind(requests: &[RequestRecord]) -> BTreeMap<String, Units> {
         }
     }
     out
-}
-
-/// Whether each checked, completed answer passed, by (index, turn).
-fn checked_by_unit(requests: &[RequestRecord]) -> Units {
-    requests
-        .iter()
-        .filter(|r| r.is_ok())
-        .filter_map(|r| Some(((r.index?, r.turn), r.answer_check?)))
-        .collect()
 }
 
 /// The rule for a clear drop, in a phrase.
@@ -347,21 +310,20 @@ mod tests {
 
     #[test]
     fn a_kind_is_flagged_only_when_the_drop_is_both_large_and_unlikely_by_chance() {
-        let t = |checked, losses, wins| Tally {
-            checked,
-            passed: 0,
-            base_passed: 0,
+        let t = |pairs, losses, wins| Paired {
+            pairs,
             losses,
             wins,
+            ..Default::default()
         };
         // Eight of eight lost: p = 1/256.
-        assert!(t(8, 8, 0).flagged());
+        assert!(t(8, 8, 0).dropped());
         // Four lost: p = 1/16, not below 0.05.
-        assert!(!t(8, 4, 0).flagged());
+        assert!(!t(8, 4, 0).dropped());
         // Significant but tiny: 30 lost in 1000 pairs, 5 won.
         assert!(t(1000, 30, 5).p_value() < MAX_P);
-        assert!(!t(1000, 30, 5).flagged());
+        assert!(!t(1000, 30, 5).dropped());
         // As many won as lost.
-        assert!(!t(20, 6, 6).flagged());
+        assert!(!t(20, 6, 6).dropped());
     }
 }
