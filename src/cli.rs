@@ -39,6 +39,44 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare two result sets and flag regressions beyond noise (exit code 3).
     Compare(CompareArgs),
+    /// A production trace's shape, without a server: rows, duration, rate
+    /// over time, lengths and the prefix reuse its block ids predict.
+    Trace(TraceArgs),
+}
+
+/// Arguments of `servebench trace`.
+#[derive(Debug, Clone, Args)]
+pub struct TraceArgs {
+    /// The trace file (Mooncake JSONL, Azure or BurstGPT CSV).
+    pub file: PathBuf,
+    /// The trace's format (mooncake, azure, burstgpt); detected when not given.
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Prompt tokens per hash id in the trace.
+    #[arg(long, default_value_t = crate::workload::trace::DEFAULT_BLOCK_SIZE)]
+    pub block_size: u64,
+    /// The engine's cache block in tokens (vLLM 16 by default): the
+    /// predicted reuse also cut to whole blocks of it.
+    #[arg(long)]
+    pub cache_block: Option<u64>,
+    /// Trace time at which to start, e.g. 10m.
+    #[arg(long)]
+    pub trace_start: Option<String>,
+    /// Trace time at which to stop (exclusive).
+    #[arg(long)]
+    pub trace_end: Option<String>,
+    /// Most requests to read.
+    #[arg(long)]
+    pub num_requests: Option<u64>,
+    /// Factor on the prompt lengths and the block size.
+    #[arg(long, default_value_t = 1.0)]
+    pub length_scale: f64,
+    /// Window of the rate over time, e.g. 30s (chosen from the span when not given).
+    #[arg(long)]
+    pub window: Option<String>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `servebench logs`.

@@ -328,6 +328,179 @@ fn real_trace_slices_are_read_whole_with_their_own_times_lengths_and_block_ids()
     }
 }
 
+/// Per request, (trace time s, prompt, output, block ids) read from a
+/// shipped slice as plain JSON or CSV, without servebench's reader.
+fn slice_rows(name: &str) -> Vec<(f64, u64, u64, Vec<u64>)> {
+    let text = std::fs::read_to_string(trace_fixture(name)).unwrap();
+    if name.ends_with(".jsonl") {
+        return text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let ids = v["hash_ids"].as_array().unwrap().iter();
+                (
+                    v["timestamp"].as_f64().unwrap() / 1000.0,
+                    v["input_length"].as_u64().unwrap(),
+                    v["output_length"].as_u64().unwrap(),
+                    ids.map(|x| x.as_u64().unwrap()).collect(),
+                )
+            })
+            .collect();
+    }
+    // The Azure slice lies within one day: the clock time is enough.
+    let rows: Vec<(f64, u64, u64, Vec<u64>)> = text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let clock: Vec<f64> = f[0]
+                .split(' ')
+                .nth(1)
+                .unwrap()
+                .split(':')
+                .map(|x| x.parse().unwrap())
+                .collect();
+            let t = clock[0] * 3600.0 + clock[1] * 60.0 + clock[2];
+            (t, f[1].parse().unwrap(), f[2].parse().unwrap(), vec![])
+        })
+        .collect();
+    let t0 = rows[0].0;
+    rows.into_iter()
+        .map(|(t, i, o, h)| (t - t0, i, o, h))
+        .collect()
+}
+
+/// Reused prompt tokens of a slice under an infinite cache, the naive way:
+/// every earlier prompt's prefix of block ids kept whole, as a list, with
+/// the longest run of its last block; no hashing, no incremental walk.
+fn naive_reuse(rows: &[(f64, u64, u64, Vec<u64>)], block: u64, cache_block: u64) -> u64 {
+    let mut seen: std::collections::HashMap<Vec<u64>, u64> = Default::default();
+    let mut total = 0;
+    for (_, input, _, ids) in rows {
+        let len = |j: usize| {
+            if j + 1 < ids.len() {
+                block
+            } else {
+                input - block * j as u64
+            }
+        };
+        let mut matched = 0;
+        for j in 0..ids.len() {
+            match seen.get(&ids[..=j]) {
+                Some(&had) => {
+                    matched += had.min(len(j));
+                    if had < len(j) {
+                        break;
+                    }
+                }
+                None => break,
+            }
+        }
+        total += matched.min(input - 1) / cache_block * cache_block;
+        for j in 0..ids.len() {
+            let e = seen.entry(ids[..=j].to_vec()).or_insert(0);
+            *e = (*e).max(len(j));
+        }
+    }
+    total
+}
+
+#[test]
+fn trace_prints_each_shipped_slices_shape_as_computed_independently() {
+    for name in [
+        "mooncake-conversation-400.jsonl",
+        "mooncake-synthetic-300.jsonl",
+        "azure-conv-500.csv",
+    ] {
+        let path = trace_fixture(name);
+        let (code, out, err) = common::run(&[
+            "trace",
+            path.to_str().unwrap(),
+            "--json",
+            "--window",
+            "10s",
+            "--cache-block",
+            "16",
+        ]);
+        assert_eq!(code, 0, "{name}: {err}");
+        let shape: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let rows = slice_rows(name);
+        let n = rows.len() as f64;
+        let span = rows.iter().map(|r| r.0).fold(0.0, f64::max);
+        assert_eq!(shape["requests"], rows.len() as u64, "{name}");
+        assert!(
+            (shape["span_s"].as_f64().unwrap() - span).abs() < 1e-6,
+            "{name}"
+        );
+        assert!(
+            (shape["mean_rate"].as_f64().unwrap() / (n / span) - 1.0).abs() < 1e-9,
+            "{name}"
+        );
+        let inputs: Vec<u64> = rows.iter().map(|r| r.1).collect();
+        let outputs: Vec<u64> = rows.iter().map(|r| r.2).collect();
+        let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
+        for (key, v) in [("input", &inputs), ("output", &outputs)] {
+            let st = &shape[key];
+            assert!(
+                (st["mean"].as_f64().unwrap() - mean(v)).abs() < 1e-6,
+                "{name} {key}"
+            );
+            assert_eq!(st["max"].as_f64().unwrap(), *v.iter().max().unwrap() as f64);
+            assert_eq!(st["min"].as_f64().unwrap(), *v.iter().min().unwrap() as f64);
+            // The median of a sorted copy, between the two middle ones.
+            let mut s = v.clone();
+            s.sort();
+            let mid = (s[(s.len() - 1) / 2] + s[s.len() / 2]) as f64 / 2.0;
+            assert_eq!(st["p50"].as_f64().unwrap(), mid, "{name} {key}");
+        }
+        // Rate over time: requests per 10 s window.
+        let windows = shape["windows"].as_array().unwrap();
+        assert_eq!(windows.len(), (span / 10.0).floor() as usize + 1, "{name}");
+        for (i, w) in windows.iter().enumerate() {
+            let inside = rows
+                .iter()
+                .filter(|r| (r.0 / 10.0).floor() as usize == i)
+                .count();
+            assert_eq!(w["requests"], inside as u64, "{name} window {i}");
+            assert!((w["rate"].as_f64().unwrap() - inside as f64 / 10.0).abs() < 1e-9);
+        }
+        let prompt_tokens: u64 = inputs.iter().sum();
+        if name.ends_with(".csv") {
+            assert!(shape["reuse"].is_null(), "no block ids, no prediction");
+            continue;
+        }
+        for (key, cache_block) in [("reuse", 1), ("reuse_at_cache_block", 16)] {
+            let reuse = &shape[key];
+            let reused = naive_reuse(&rows, 512, cache_block);
+            assert_eq!(reuse["prompt_tokens"], prompt_tokens, "{name}");
+            assert_eq!(reuse["reused_tokens"], reused, "{name} {key}");
+            assert!(reused > 0, "{name}: its conversations share prefixes");
+        }
+    }
+    // The table form says the same in words.
+    let (code, out, _) = common::run(&[
+        "trace",
+        trace_fixture("mooncake-conversation-400.jsonl")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("400 requests of 400 rows over 141.0 s of trace (2.84 requests/s)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("predicted prefix reuse (infinite cache, blocks of 512 tokens): 13.7 %"),
+        "{out}"
+    );
+    let (code, _, err) = common::run(&["trace", trace_fixture("README.md").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("README.md: line 1: not a known trace format"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_replay_is_scaled_windowed_and_time_compressed_as_declared_and_says_so() {
     use servebench::workload::trace::{self, ReplaySettings};

@@ -10,6 +10,7 @@ pub mod plan;
 pub mod report;
 pub mod run;
 pub mod sim;
+pub mod trace;
 
 use std::process::ExitCode;
 
@@ -42,6 +43,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Logs(args) => logs::run(args),
         cli::Command::Report(args) => report::run(args),
         cli::Command::Compare(args) => report::compare(args),
+        cli::Command::Trace(args) => trace::run(args),
     }
 }
 

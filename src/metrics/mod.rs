@@ -24,6 +24,7 @@ pub mod judge;
 pub mod level;
 pub mod output;
 pub mod stats;
+pub mod trace_shape;
 
 /// One sentence per metric, copied into every result file.
 pub fn definitions() -> Vec<(&'static str, &'static str)> {
