@@ -380,7 +380,7 @@ impl Grid {
     fn requests(&self, level: f64) -> usize {
         let n = match self.spec.axis {
             Axis::Concurrency => level as usize * self.scale.per_user,
-            Axis::Rate => (level * self.scale.rate_seconds) as usize,
+            Axis::Rate | Axis::TimeScale => (level * self.scale.rate_seconds) as usize,
         };
         n.max(self.scale.min_requests)
     }
@@ -409,6 +409,7 @@ impl Grid {
                     },
                 )
             }
+            Axis::TimeScale => unreachable!("the grids here search concurrency and rate"),
         };
         let run = simulate(srv, &load, work, noise, seed);
         let request_seconds = run.records.iter().filter_map(|r| r.e2e_ms).sum::<f64>() / 1000.0;

@@ -336,3 +336,97 @@ max_repetitions = 4
         "{stderr}"
     );
 }
+
+/// A trace of `n` requests, one every `gap_ms`, each 64 prompt tokens (a
+/// block of its own) and 5 output tokens.
+fn even_trace(path: &Path, n: u64, gap_ms: u64) {
+    let rows: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": 64, \"output_length\": 5, \"hash_ids\": [{i}]}}",
+                i * gap_ms
+            )
+        })
+        .collect();
+    std::fs::write(path, rows.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn a_search_over_time_scale_finds_the_traffic_a_config_of_known_capacity_sustains() {
+    // The trace sends 2 requests/s, evenly. The server runs one request at
+    // a time and each takes the same fixed time (no prefill cost, 5 ms to
+    // the first token, then 4 steps of 53 ms): about 217 ms, so it serves at
+    // most 4.6 requests/s, 2.3× the trace's rate. Below that every request finds the
+    // server idle and takes its own time; above it each waits longer than
+    // the one before, and by the 90th percentile of 24 requests the wait
+    // alone is far past the bound.
+    let dir = tempfile::tempdir().unwrap();
+    even_trace(&dir.path().join("even.jsonl"), 24, 500);
+    let text = r#"
+[campaign]
+name = "s"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--max-running-requests", "1", "--decode-step-ms", "53", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0", "--ttft-overhead-ms", "5"]
+[[server]]
+id = "one-at-a-time"
+[[workload]]
+name = "replay"
+trace = "even.jsonl"
+search = { slo = "e2e_p90=400ms", over = "time_scale", min = 1, max = 4, step = 0.5 }
+[run]
+health_timeout = "30s"
+request_timeout = "60s"
+"#;
+    let c = dir.path().join("campaign.toml");
+    std::fs::write(&c, text).unwrap();
+    let (_, plan, err) = run(&["plan", c.to_str().unwrap()]);
+    assert!(plan.contains("replay-trace"), "{plan}{err}");
+    let (code, _, stderr) = run(&["run", c.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let stored = cells(&dir.path().join("results/s"));
+    let scale = |c: &serde_json::Value| c["workload"]["load"]["time_scale"].as_f64().unwrap();
+    let e2e_p50 = |c: &serde_json::Value| c["summary"]["e2e_ms"]["p50"].as_f64().unwrap();
+    // The lowest probe shows the service time the capacity follows from.
+    let lowest = stored.values().find(|c| scale(c) == 1.0).unwrap();
+    let service_ms = e2e_p50(lowest);
+    assert!(
+        service_ms >= 217.0,
+        "each request takes at least its steps: {service_ms}"
+    );
+    let capacity_scale = 1000.0 / service_ms / 2.0;
+    let r = report(dir.path());
+    let row = &r["searches"][0];
+    assert_eq!(row["axis"], "time_scale", "{row}");
+    assert_eq!(row["state"], "boundary", "{row}\n{stderr}");
+    let pass = row["boundary"].as_f64().unwrap();
+    let fail = row["first_fail"].as_f64().unwrap();
+    // Within the search's precision, one grid step: the capacity lies
+    // between the highest passing multiple and the first failing one.
+    assert_eq!(fail - pass, 0.5, "{row}");
+    assert!(
+        pass <= capacity_scale && capacity_scale < fail + 0.25,
+        "capacity {capacity_scale:.2}× the trace, bracket {pass}–{fail}"
+    );
+    assert_eq!((pass, fail), (2.0, 2.5), "capacity {capacity_scale:.2}×");
+    // Every stored probe is the trace at its multiple: same requests, sent
+    // at their times divided by it.
+    for c in stored.values() {
+        let requests = c["summary"]["requests"].as_array().unwrap();
+        assert_eq!(requests.len(), 24);
+        for q in requests {
+            let due = q["index"].as_f64().unwrap() * 500.0 / scale(c);
+            let at = q["scheduled_ms"].as_f64().unwrap();
+            assert!((at - due).abs() < 1e-3, "x{}: {at} ms, not {due}", scale(c));
+        }
+    }
+    let (_, table, _) = run(&[
+        "report",
+        dir.path().join("results/s").to_str().unwrap(),
+        "--table",
+    ]);
+    assert!(table.contains("sustains 2× the trace's traffic"), "{table}");
+}

@@ -247,6 +247,20 @@ pub fn build(
 
 /// A search row's boundary in words, for tables.
 pub fn boundary_text(r: &SearchRow) -> String {
+    let text = boundary_words(r);
+    // A traffic multiple answers the deployment question directly.
+    match (
+        r.axis == crate::search::Axis::TimeScale.to_string(),
+        r.boundary,
+    ) {
+        (true, Some(p)) if r.state != "incomplete" => {
+            format!("{text}: sustains {p}× the trace's traffic")
+        }
+        _ => text,
+    }
+}
+
+fn boundary_words(r: &SearchRow) -> String {
     match (r.state.as_str(), r.boundary, r.first_fail) {
         ("boundary", Some(p), Some(f)) => format!("{p} (bracket {p}–{f})"),
         ("above_max", Some(p), _) => format!("≥ {p}"),
@@ -317,6 +331,9 @@ pub fn charts(searches: &[Search], rows: &[SearchRow], color: &HashMap<&str, usi
                 x_label: match search.spec.axis {
                     crate::search::Axis::Concurrency => "concurrency".to_string(),
                     crate::search::Axis::Rate => "request rate (req/s)".to_string(),
+                    crate::search::Axis::TimeScale => {
+                        "traffic multiple (x the trace's own rate)".to_string()
+                    }
                 },
                 y_label: format!("{} (ms)", bound.key()),
                 kind: ChartKind::Line {

@@ -30,6 +30,9 @@ pub enum Axis {
     Concurrency,
     /// Open-loop request rate, requests per second.
     Rate,
+    /// A trace replay's traffic multiple: 2 sends the trace twice as fast.
+    #[serde(rename = "time_scale")]
+    TimeScale,
 }
 
 impl fmt::Display for Axis {
@@ -37,6 +40,7 @@ impl fmt::Display for Axis {
         f.write_str(match self {
             Axis::Concurrency => "concurrency",
             Axis::Rate => "rate",
+            Axis::TimeScale => "time_scale",
         })
     }
 }

@@ -242,7 +242,9 @@ pub(super) fn expand_workloads(
             return Err(src.error(&w.name, format!("workload name `{name}` {rule}")));
         }
         if w.trace.is_some() {
-            out.extend(trace_points(w, src, &name, repetitions)?);
+            let (points, search) = trace_points(w, src, &name, repetitions)?;
+            out.extend(points);
+            searches.extend(search);
             continue;
         }
         let search = match &w.search {
@@ -257,6 +259,12 @@ pub(super) fn expand_workloads(
                 let r = sp.get_ref();
                 let bounds = crate::search::parse_bounds(r.slo.get_ref())
                     .map_err(|e| src.error(&r.slo, e))?;
+                if r.over == Axis::TimeScale {
+                    return Err(src.error(
+                        sp,
+                        format!("workload `{name}`: a search over time_scale scales a trace's own schedule; give the workload a `trace`"),
+                    ));
+                }
                 let spec = SearchSpec::new(bounds, r.over, r.min, r.max, r.step)
                     .map_err(|e| src.error(sp, format!("workload `{name}`: {e}")))?;
                 Some(spec)
@@ -281,7 +289,7 @@ pub(super) fn expand_workloads(
                             value: spec.max as u32,
                         },
                     ],
-                    Axis::Rate => vec![spec.min, spec.max]
+                    Axis::Rate | Axis::TimeScale => vec![spec.min, spec.max]
                         .into_iter()
                         .map(|value| LoadShape::Rate {
                             value,
@@ -523,7 +531,7 @@ fn trace_points(
     src: &Source,
     name: &str,
     repetitions: u32,
-) -> Result<Vec<WorkloadPoint>, CampaignError> {
+) -> Result<Expanded, CampaignError> {
     let t = w.trace.as_ref().expect("a trace workload");
     let conflicts = [
         (w.prompt_kinds.is_some(), "prompt_kinds"),
@@ -531,7 +539,6 @@ fn trace_points(
         (w.scenario.is_some(), "scenario"),
         (w.input_len.is_some(), "input_len"),
         (w.output_len.is_some(), "output_len"),
-        (w.search.is_some(), "search"),
         (w.shared_prefix.is_some(), "shared_prefix"),
         (w.ignore_eos == Some(false), "ignore_eos = false"),
     ];
@@ -604,35 +611,89 @@ fn trace_points(
         mean_input: mean(|r| r.input_len),
         mean_output: mean(|r| r.output_len),
     };
-    let loads = trace_loads(w).map_err(|e| src.error(t, format!("workload `{name}`: {e}")))?;
+    let search = match &w.search {
+        None => None,
+        Some(sp) => Some(trace_search(w, src, name, sp)?),
+    };
+    let loads = match &search {
+        Some((_, base)) => vec![*base],
+        None => trace_loads(w).map_err(|e| src.error(t, format!("workload `{name}`: {e}")))?,
+    };
     let slos = w
         .slo
         .iter()
         .map(|s| parse_slo(s.get_ref()).map_err(|e| src.error(s, e)))
         .collect::<Result<Vec<_>, _>>()?;
     let duration_s = seconds(&w.duration)?;
+    let point = |load: LoadShape, repetition: u32| WorkloadPoint {
+        workload: name.to_string(),
+        api: w.api.unwrap_or(Api::Completions),
+        source: source.clone(),
+        input_len: 0,
+        output_len: 0,
+        load,
+        num_requests: Some(n),
+        duration_s,
+        warmup: w.warmup.unwrap_or(0),
+        ignore_eos: true,
+        shared_prefix: 0,
+        slos: slos.clone(),
+        seed: repetition_seed(w.seed.unwrap_or(0), repetition),
+        repetition,
+    };
+    if let Some((spec, base)) = search {
+        return Ok((
+            Vec::new(),
+            vec![Search {
+                base: point(base, 0),
+                spec,
+            }],
+        ));
+    }
     let mut out = Vec::new();
     for load in loads {
         for repetition in 0..repetitions {
-            out.push(WorkloadPoint {
-                workload: name.to_string(),
-                api: w.api.unwrap_or(Api::Completions),
-                source: source.clone(),
-                input_len: 0,
-                output_len: 0,
-                load,
-                num_requests: Some(n),
-                duration_s,
-                warmup: w.warmup.unwrap_or(0),
-                ignore_eos: true,
-                shared_prefix: 0,
-                slos: slos.clone(),
-                seed: repetition_seed(w.seed.unwrap_or(0), repetition),
-                repetition,
-            });
+            out.push(point(load, repetition));
         }
     }
-    Ok(out)
+    Ok((out, Vec::new()))
+}
+
+/// A trace workload's search and the load of its first probe: over
+/// `time_scale` its own schedule at each multiple, over `concurrency` or
+/// `rate` its requests as a dataset under each load.
+fn trace_search(
+    w: &super::super::RawWorkload,
+    src: &Source,
+    name: &str,
+    sp: &Spanned<super::super::RawSearch>,
+) -> Result<(SearchSpec, LoadShape), CampaignError> {
+    if w.time_scale.is_some() || w.concurrency.is_some() || w.rate.is_some() {
+        return Err(src.error(
+            sp,
+            format!("workload `{name}`: a search chooses the loads itself; remove `time_scale`, `concurrency` and `rate`, or the search"),
+        ));
+    }
+    let r = sp.get_ref();
+    let bounds = crate::search::parse_bounds(r.slo.get_ref()).map_err(|e| src.error(&r.slo, e))?;
+    let spec = SearchSpec::new(bounds, r.over, r.min, r.max, r.step)
+        .map_err(|e| src.error(sp, format!("workload `{name}`: {e}")))?;
+    let base = match spec.axis {
+        Axis::TimeScale => LoadShape::Replay {
+            time_scale: spec.min,
+            max_concurrency: w.max_concurrency,
+        },
+        Axis::Concurrency => LoadShape::Concurrency {
+            value: spec.min as u32,
+        },
+        Axis::Rate => LoadShape::Rate {
+            value: spec.min,
+            arrival: w.arrival.unwrap_or(Arrival::Poisson),
+            burstiness: w.burstiness.unwrap_or(1.0),
+            max_concurrency: w.max_concurrency,
+        },
+    };
+    Ok((spec, base))
 }
 
 /// A trace workload's loads: its own schedule at each `time_scale`, or its
@@ -741,6 +802,14 @@ mod tests {
         let bad_kind = format!("{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\nnum_requests = 1\nprompt_kinds = [\"fibonacci\", \"limerick\"]\n");
         let e = campaign(&bad_kind).unwrap_err();
         assert!(e.message.contains("haiku"), "{}", e.message);
+        let untraced = format!("{HEAD}[[workload]]\nname = \"w\"\nnum_requests = 1\nsearch = {{ slo = \"e2e_p90=1s\", over = \"time_scale\", min = 1, max = 4 }}\n");
+        let e = campaign(&untraced).unwrap_err();
+        assert!(
+            e.message.contains("give the workload a `trace`"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.line, 11);
     }
 
     #[test]
