@@ -24,8 +24,9 @@ fn env(var: &str) -> String {
 }
 
 /// Two servers (autoregressive, n-gram speculation), prompt kinds at
-/// concurrency 1 and 2, an exact-length workload and a prompt longer than
-/// the context. The context limit is passed as a raw flag so that the plan,
+/// concurrency 1 and 2, an exact-length workload, a trace's first requests
+/// (its blocks scaled to the CPU build's 128-token cache blocks) and a
+/// prompt longer than the context. The context limit is passed as a raw flag so that the plan,
 /// which cannot see it, lets the over-long cell reach the server.
 fn campaign(dir: &Path, marker: &str) -> PathBuf {
     let text = format!(
@@ -69,6 +70,14 @@ output_len = 24
 concurrency = 1
 num_requests = 2
 [[workload]]
+name = "trace"
+trace = "{trace}"
+num_requests = 8
+length_scale = 0.25
+output_scale = 0.02
+max_context = 2000
+concurrency = 1
+[[workload]]
 name = "overflow"
 input_len = 2100
 output_len = 8
@@ -82,6 +91,10 @@ grace_period = "10s"
 "#,
         model = env("SERVEBENCH_VLLM_MODEL"),
         bin = env("SERVEBENCH_VLLM_BIN"),
+        trace = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/traces/mooncake-conversation-400.jsonl"
+        ),
     );
     let p = dir.join("campaign.toml");
     std::fs::write(&p, text).unwrap();
@@ -127,7 +140,7 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
     assert_eq!(code, 3, "{stdout}\n{stderr}");
     assert!(marked(&marker).is_empty(), "a server outlived the campaign");
     let all = cells(&root);
-    assert_eq!(all.len(), 10, "{:?}", all.keys().collect::<Vec<_>>());
+    assert_eq!(all.len(), 12, "{:?}", all.keys().collect::<Vec<_>>());
     // Greedy n-gram speculation is meant to be lossless: its answers are
     // judged against the AR server's. Measured: 8 of 8 identical over the
     // c1 and c2 cells, and on another run 6 of 8 (two answers of one
@@ -172,6 +185,29 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
             "{server}: shared {shared} vs unique {unique}"
         );
     }
+    // The trace's prefix reuse, predicted from its block ids for vLLM's
+    // 128-token blocks, beside what vLLM served: per request (usage) and in
+    // its own counters (prefix_cache_hits over prefix_cache_queries).
+    for server in ["ar", "ngram"] {
+        let row = report["prefix_cache"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["server_id"] == server)
+            .unwrap_or_else(|| panic!("{}", report["prefix_cache"]));
+        eprintln!("{server}: {row}");
+        assert_eq!(row["cache_block"], 128, "{row}");
+        let predicted = row["predicted"].as_f64().unwrap();
+        let reported = row["reported"].as_f64().unwrap();
+        let counters = row["engine_counters"].as_f64().unwrap();
+        assert!(predicted > 0.0 && reported > 0.0 && counters > 0.0, "{row}");
+        assert!(
+            (predicted - reported).abs() * 100.0
+                <= servebench::report::prefix_cache::AGREEMENT_POINTS,
+            "{row}"
+        );
+        assert!(row["note"].is_null(), "{row}");
+    }
     for server in ["ar", "ngram"] {
         assert_eq!(
             launches(&root.join(format!("logs/{server}.log"))),
@@ -203,6 +239,12 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
         );
         assert!(run.get("warmup_error").is_none(), "{name}: {run}");
         let reqs = c["summary"]["requests"].as_array().unwrap();
+        if cell.starts_with("trace") {
+            // Its own lengths, checked above through the prefix reuse.
+            assert_eq!(reqs.len(), 8, "{name}");
+            assert!(reqs.iter().all(|r| r["status"] == "ok"), "{name}");
+            continue;
+        }
         assert_eq!(reqs.len(), 2, "{name}");
         let out_len = if cell.starts_with("len") { 24 } else { 16 };
         for r in reqs {

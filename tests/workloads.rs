@@ -744,6 +744,33 @@ async fn real_llamacpp_replays_a_trace_slice_with_every_prompt_as_long_as_the_sc
         "replay dispatch lag: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
         lag.p50, lag.p99, lag.max
     );
+    // Prefix reuse, in llama.cpp's own count (timings.cache_n): every
+    // request after the first opens with the conversations' shared block 0
+    // (16 tokens at 1/32) after the chat template's head, and the slot
+    // serves it from its cache.
+    for q in &reqs[1..] {
+        assert!(
+            q.cached_tokens.unwrap() >= 16,
+            "request {}: {:?} cached",
+            q.index.unwrap(),
+            q.cached_tokens
+        );
+    }
+    let p = level.predicted_reuse.expect("a trace with block ids");
+    let measured = p.reported_cached_tokens.unwrap() as f64 / p.prompt_tokens as f64;
+    eprintln!(
+        "prefix cache: predicted {:.1} %, llama.cpp served {:.1} % ({} requests)",
+        p.hit_rate * 100.0,
+        measured * 100.0,
+        p.requests
+    );
+    assert_eq!(p.requests, 16);
+    assert!(
+        ((p.hit_rate - measured) * 100.0).abs()
+            <= servebench::report::prefix_cache::AGREEMENT_POINTS,
+        "predicted {:.3}, measured {measured:.3}",
+        p.hit_rate
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -64,6 +64,10 @@ pub struct RequestRecord {
     /// Prompt tokens served from the prefix cache, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
+    /// Prompt tokens an infinite prefix cache would serve, as a trace's
+    /// block ids predict (replays of traces with block ids only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_cached_tokens: Option<u64>,
     /// Whether per-chunk token counts came from the server's continuous usage.
     #[serde(default)]
     pub tokens_per_chunk_from_server: bool,
@@ -152,6 +156,7 @@ impl RequestRecord {
             output_tokens: None,
             requested_output_tokens: None,
             cached_tokens: None,
+            predicted_cached_tokens: None,
             tokens_per_chunk_from_server: false,
             draft_tokens: None,
             accepted_draft_tokens: None,

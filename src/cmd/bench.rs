@@ -421,6 +421,22 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
         summary.suspicious =
             crate::store::judgment::judge(&summary, args.ignore_eos, None).suspicions;
         eprintln!("{}", level_line(&label, &summary));
+        if let Some(p) = &summary.predicted_reuse {
+            let served = p.reported_cached_tokens.map_or(
+                "the server reported no cached tokens".to_string(),
+                |t| {
+                    format!(
+                        "{:.1} % served from the server's cache",
+                        t as f64 / p.prompt_tokens as f64 * 100.0
+                    )
+                },
+            );
+            eprintln!(
+                "  prefix cache: {served}, {:.1} % predicted by the trace's block ids (infinite cache, {} requests)",
+                p.hit_rate * 100.0,
+                p.requests
+            );
+        }
         for w in &summary.client.warnings {
             eprintln!("  warning: {w}");
         }

@@ -6,9 +6,10 @@ use anyhow::anyhow;
 
 use crate::cli::TraceArgs;
 use crate::metrics::stats::Stats;
-use crate::metrics::trace_shape::{PrefixReuse, TraceShape};
+use crate::metrics::trace_shape::TraceShape;
 use crate::util::table;
 use crate::util::units::parse_duration;
+use crate::workload::prefix_reuse::PrefixReuse;
 use crate::workload::trace::{self, ReplaySettings, TraceFormat};
 
 /// `servebench trace FILE`: print the shape of a trace.

@@ -31,6 +31,8 @@ pub struct PreparedRequest {
     pub planned_input_tokens: Option<u64>,
     /// Output tokens asked for.
     pub output_tokens: u64,
+    /// Prompt tokens a trace's block ids predict an infinite cache serves.
+    pub predicted_cached_tokens: Option<u64>,
     /// Prompt kind or source label.
     pub label: Option<String>,
     /// Keep the answer's text (a later turn of a session needs it).
@@ -116,6 +118,7 @@ async fn perform_work<E: Executor>(
                     body: (s.body)(&messages, output),
                     planned_input_tokens: None,
                     output_tokens: output,
+                    predicted_cached_tokens: None,
                     label: Some(s.scenario.name.clone()),
                     capture_text: true,
                     check: None,
@@ -186,6 +189,7 @@ impl Executor for HttpExecutor {
             rec.output = text.map(OutputText::of);
         }
         rec.planned_input_tokens = req.planned_input_tokens;
+        rec.predicted_cached_tokens = req.predicted_cached_tokens;
         rec.requested_output_tokens = Some(req.output_tokens);
         rec.label = req.label;
         rec
@@ -570,6 +574,7 @@ mod tests {
                 body: Bytes::new(),
                 planned_input_tokens: None,
                 output_tokens: index,
+                predicted_cached_tokens: None,
                 label: None,
                 capture_text: false,
                 check: None,

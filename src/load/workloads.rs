@@ -325,6 +325,7 @@ pub async fn build_source(
                         )),
                         planned_input_tokens: Some(r.prompt_tokens as u64),
                         output_tokens: out,
+                        predicted_cached_tokens: None,
                         label: Some(format!("dataset:{}", r.source)),
                         capture_text: false,
                         check: None,
@@ -499,6 +500,10 @@ async fn replay_source(
         ));
     }
     info.dataset = Some(changes.join("; "));
+    // What an infinite cache would serve each request, as the prompts are
+    // built: the server's own additions first, then the blocks.
+    let predicted =
+        crate::workload::prefix_reuse::reused_tokens(&replay.requests, replay.block, correction, 1);
     let schedule: Arc<[Duration]> = replay
         .requests
         .iter()
@@ -541,6 +546,7 @@ async fn replay_source(
                     )),
                     planned_input_tokens: Some(text_tokens as u64 + correction),
                     output_tokens: r.output_len,
+                    predicted_cached_tokens: predicted.as_ref().map(|p| p[i]),
                     label: Some("trace".into()),
                     capture_text: false,
                     check: None,

@@ -83,6 +83,10 @@ pub struct LevelSummary {
     /// Prompt tokens served from the prefix cache, where the server says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_cache: Option<PromptCache>,
+    /// What a trace's block ids predict an infinite prefix cache serves,
+    /// over the completed requests of a replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_reuse: Option<PredictedReuse>,
     /// Reasons the completed requests' numbers are not believable (see
     /// `metrics::judge`); empty when they are.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -122,6 +126,59 @@ impl PromptCache {
             cached_tokens: cached,
             prompt_tokens: prompt,
             hit_rate: cached as f64 / prompt as f64,
+        })
+    }
+}
+
+/// Prompt tokens a trace's block ids predict an infinite prefix cache
+/// serves (see `workload::prefix_reuse`), beside what the server reported
+/// for the same requests.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PredictedReuse {
+    /// Completed requests with a prediction.
+    pub requests: usize,
+    /// The cache block the prediction is cut to, tokens.
+    pub cache_block: u64,
+    /// Their prompt tokens.
+    pub prompt_tokens: u64,
+    /// Of those, tokens an infinite cache would serve.
+    pub reused_tokens: u64,
+    /// `reused_tokens / prompt_tokens`.
+    pub hit_rate: f64,
+    /// Cached tokens the server reported for the same requests, when it
+    /// reported them for every one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_cached_tokens: Option<u64>,
+}
+
+impl PredictedReuse {
+    /// Over the completed requests with a prediction, cut to whole blocks
+    /// of `cache_block` tokens; `None` when none has one.
+    pub fn of<'a>(
+        records: impl IntoIterator<Item = &'a RequestRecord>,
+        cache_block: u64,
+    ) -> Option<PredictedReuse> {
+        let (mut n, mut reused, mut prompt) = (0, 0, 0);
+        let mut reported = Some(0u64);
+        for r in records.into_iter().filter(|r| r.is_ok()) {
+            let (Some(c), Some(p)) = (
+                r.predicted_cached_tokens,
+                r.input_tokens.or(r.planned_input_tokens),
+            ) else {
+                continue;
+            };
+            n += 1;
+            reused += crate::workload::prefix_reuse::whole_blocks(c, cache_block).min(p);
+            prompt += p;
+            reported = reported.zip(r.cached_tokens).map(|(a, b)| a + b.min(p));
+        }
+        (n > 0 && prompt > 0).then(|| PredictedReuse {
+            requests: n,
+            cache_block: cache_block.max(1),
+            prompt_tokens: prompt,
+            reused_tokens: reused,
+            hit_rate: reused as f64 / prompt as f64,
+            reported_cached_tokens: reported,
         })
     }
 }
@@ -338,6 +395,7 @@ pub fn summarize(
         in_flight: InFlight::of(&records),
         reasoning_tokens: sum_opt(|r| r.reasoning_tokens).filter(|n| *n > 0),
         prompt_cache: PromptCache::of(&records),
+        predicted_reuse: PredictedReuse::of(&records, 1),
         suspicious: Vec::new(),
         requests: records,
     }

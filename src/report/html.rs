@@ -192,6 +192,22 @@ impl Exporter for HtmlExporter {
             }
             s.push_str("</ul>");
         }
+        if !r.prefix_cache.is_empty() {
+            let _ = write!(
+                s,
+                r#"<h2 id="prefix-cache">Prefix cache</h2><p>{}</p><ul>"#,
+                esc(&super::table::prefix_cache_rule())
+            );
+            for row in &r.prefix_cache {
+                let class = if row.note.is_some() {
+                    r#" class="bad""#
+                } else {
+                    ""
+                };
+                let _ = write!(s, "<li{class}>{}</li>", esc(&row.text()));
+            }
+            s.push_str("</ul>");
+        }
         s.push_str(r#"<h2 id="problems">Failed, skipped and suspicious cells</h2>"#);
         if r.problem_groups.is_empty() {
             s.push_str("<p>None: every cell completed.</p>");

@@ -3,8 +3,8 @@
 
 use super::model::Report;
 use super::table::{
-    answer_lines, answers_rule, kind_cells, point_cells, recommendation_lines, KIND_HEADER,
-    POINT_HEADER,
+    answer_lines, answers_rule, kind_cells, point_cells, prefix_cache_rule, recommendation_lines,
+    KIND_HEADER, POINT_HEADER,
 };
 use super::Exporter;
 
@@ -64,6 +64,12 @@ impl Exporter for MarkdownExporter {
             out.push_str(&format!("\n## Answers\n\n{}\n\n", answers_rule()));
             for l in answer_lines(r) {
                 out.push_str(&format!("- {l}\n"));
+            }
+        }
+        if !r.prefix_cache.is_empty() {
+            out.push_str(&format!("\n## Prefix cache\n\n{}\n\n", prefix_cache_rule()));
+            for row in &r.prefix_cache {
+                out.push_str(&format!("- {}\n", row.text()));
             }
         }
         out.push_str("\n## Results per server and workload point\n\n");

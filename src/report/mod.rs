@@ -19,6 +19,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod model;
+pub mod prefix_cache;
 pub mod recommend;
 pub mod search;
 pub mod svg;

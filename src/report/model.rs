@@ -412,6 +412,9 @@ pub struct Report {
     /// Per server, its answers against the baseline's.
     #[serde(default)]
     pub answers: Vec<super::agreement::AnswerRow>,
+    /// Per trace replay cell, its prefix-cache reuse predicted and measured.
+    #[serde(default)]
+    pub prefix_cache: Vec<super::prefix_cache::CacheRow>,
     /// Result files that could not be read.
     pub unreadable: Vec<(String, String)>,
     /// Charts, in page order.
@@ -833,6 +836,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         problems,
         turns,
         answers,
+        prefix_cache: super::prefix_cache::rows(&cells),
         unreadable: set.unreadable.clone(),
         charts,
         notes,

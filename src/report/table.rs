@@ -182,6 +182,14 @@ pub fn answers_rule() -> String {
     )
 }
 
+/// How predicted and measured prefix-cache reuse are compared, in one sentence.
+pub fn prefix_cache_rule() -> String {
+    format!(
+        "Trace replays: the prefix-cache hit rate the trace's block ids predict for an infinite cache (a block is reused when an earlier prompt held the same ids up to it; cut to the engine's cache block, the last prompt token always computed) beside what the engine served, per request where it reports it, else from its counters; they agree within {} points, and a larger gap is explained.",
+        super::prefix_cache::AGREEMENT_POINTS
+    )
+}
+
 /// One line per server on its answers; none without a baseline.
 pub fn answer_lines(r: &Report) -> Vec<String> {
     r.answers.iter().map(|a| a.text()).collect()
@@ -208,6 +216,12 @@ impl Exporter for TableExporter {
             out.push_str("\nAnswers\n");
             for l in answer_lines(r) {
                 out.push_str(&format!("  {l}\n"));
+            }
+        }
+        if !r.prefix_cache.is_empty() {
+            out.push_str("\nPrefix cache\n");
+            for row in &r.prefix_cache {
+                out.push_str(&format!("  {}\n", row.text()));
             }
         }
         if !r.problem_groups.is_empty() {

@@ -6,6 +6,7 @@
 //!   beyond an optional shared prefix.
 //! - [`prompts`]: the built-in prompt kinds (code, arithmetic, JSON extraction, haiku).
 //! - [`trace`]: production traces (Mooncake, Azure, BurstGPT) read as a stream into a replay schedule.
+//! - [`prefix_reuse`]: the prefix-cache reuse a trace's block ids predict.
 //! - [`answer_check`]: the checks of the built-in prompts whose right answer is known.
 //! - [`dataset`]: ShareGPT JSON and JSONL prompt files, sampled and length-filtered.
 //! - [`session`]: multi-turn agentic scenarios (TOML files and built-ins).
@@ -20,6 +21,7 @@
 pub mod answer_check;
 pub mod dataset;
 pub mod exact_len;
+pub mod prefix_reuse;
 pub mod prompts;
 pub mod server_tokenizer;
 pub mod session;

@@ -1,0 +1,188 @@
+//! Prefix-cache reuse of trace replays: what the trace's block ids predict
+//! for an infinite cache, beside what the engine served from its own.
+//!
+//! The prediction is cut to whole blocks of the engine's cache block
+//! (vLLM `--block-size`, by default 16 on GPUs and 128 in its CPU build,
+//! `+cpu` in its version; SGLang `--page-size`, 1 by default; llama.cpp and
+//! the simulator 1). The measurement is, in order of
+//! preference, the cached tokens the server reported for the same requests
+//! (usage `cached_tokens`, llama.cpp `cache_n`): the same requests and the
+//! same denominator; else the engine's counters over the cell (vLLM
+//! `prefix_cache_hits` over `prefix_cache_queries`, SGLang cached over
+//! prompt tokens).
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::EngineKind;
+use crate::metrics::level::PredictedReuse;
+use crate::store::CellResult;
+
+/// Points of hit rate by which measured and predicted may differ and still
+/// agree: a replay builds each block's text so that it tokenizes to its
+/// own tokens, but an engine's tokenizer can still join two tokens across a
+/// block's edge now and then, and its first request finds the cache warm
+/// only with what the warm-up left.
+pub const AGREEMENT_POINTS: f64 = 5.0;
+
+/// One replay cell's reuse, predicted and measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheRow {
+    /// Server config id.
+    pub server_id: String,
+    /// Cell name.
+    pub cell_name: String,
+    /// Completed requests the prediction covers.
+    pub requests: usize,
+    /// The engine's cache block the prediction is cut to, tokens.
+    pub cache_block: u64,
+    /// Predicted hit rate under an infinite cache.
+    pub predicted: f64,
+    /// Hit rate the server reported for the same requests.
+    pub reported: Option<f64>,
+    /// Hit rate from the engine's counters over the cell.
+    pub engine_counters: Option<f64>,
+    /// What the gap says, when there is one beyond [`AGREEMENT_POINTS`].
+    pub note: Option<String>,
+}
+
+impl CacheRow {
+    /// The measured hit rate the row is judged by.
+    pub fn measured(&self) -> Option<f64> {
+        self.reported.or(self.engine_counters)
+    }
+
+    /// One line: predicted, measured, and the gap's meaning.
+    pub fn text(&self) -> String {
+        let pct = |v: f64| format!("{:.1} %", v * 100.0);
+        let mut line = format!(
+            "{} {}: {} of prompt tokens predicted from the trace's block ids (infinite cache, blocks of {} tokens, {} requests)",
+            self.server_id,
+            self.cell_name,
+            pct(self.predicted),
+            self.cache_block,
+            self.requests
+        );
+        match (self.reported, self.engine_counters) {
+            (Some(r), Some(e)) => {
+                line += &format!(
+                    "; served {} as the server reported per request, {} by its counters",
+                    pct(r),
+                    pct(e)
+                )
+            }
+            (Some(r), None) => {
+                line += &format!("; served {} as the server reported per request", pct(r))
+            }
+            (None, Some(e)) => line += &format!("; served {} by the engine's counters", pct(e)),
+            (None, None) => line += "; the engine reported no cache hits to compare",
+        }
+        match &self.note {
+            Some(n) => line + "; " + n,
+            None if self.measured().is_some() => {
+                line + &format!("; they agree within {AGREEMENT_POINTS} points")
+            }
+            None => line,
+        }
+    }
+}
+
+/// The cache block of the engine that served `c`, tokens.
+pub fn engine_cache_block(c: &CellResult) -> u64 {
+    let flag = |name: &str| {
+        let args = &c.server.args;
+        args.iter().enumerate().find_map(|(i, a)| {
+            a.strip_prefix(&format!("{name}="))
+                .map(str::to_string)
+                .or_else(|| (a == name).then(|| args.get(i + 1).cloned()).flatten())
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+    };
+    match c.engine.kind {
+        EngineKind::Vllm => flag("--block-size").unwrap_or_else(|| {
+            let cpu = c
+                .engine_build
+                .as_ref()
+                .is_some_and(|b| b.version.contains("+cpu"));
+            if cpu {
+                128
+            } else {
+                16
+            }
+        }),
+        EngineKind::Sglang => flag("--page-size").unwrap_or(1),
+        _ => 1,
+    }
+}
+
+/// A row per replay cell whose trace has block ids.
+pub fn rows(cells: &[&CellResult]) -> Vec<CacheRow> {
+    let mut out = Vec::new();
+    for c in cells.iter().filter(|c| c.status.is_usable()) {
+        let Some(s) = &c.summary else { continue };
+        let block = engine_cache_block(c);
+        let Some(p) = PredictedReuse::of(&s.requests, block) else {
+            continue;
+        };
+        let reported = p
+            .reported_cached_tokens
+            .map(|t| t as f64 / p.prompt_tokens as f64);
+        let engine_counters = c
+            .telemetry
+            .as_ref()
+            .and_then(|t| t.metrics.as_ref())
+            .and_then(|m| match (m.prefix_cache_hits, m.prefix_cache_queries) {
+                (Some(h), Some(q)) if q > 0.0 => Some(h / q),
+                _ => None,
+            });
+        let mut row = CacheRow {
+            server_id: c.server_id.clone(),
+            cell_name: c.cell_name.clone(),
+            requests: p.requests,
+            cache_block: p.cache_block,
+            predicted: p.hit_rate,
+            reported,
+            engine_counters,
+            note: None,
+        };
+        row.note = row
+            .measured()
+            .and_then(|m| gap_note(p.hit_rate, m, c.engine.kind));
+        out.push(row);
+    }
+    out
+}
+
+/// What a gap of more than [`AGREEMENT_POINTS`] between the predicted and
+/// the measured hit rate means.
+fn gap_note(predicted: f64, measured: f64, engine: EngineKind) -> Option<String> {
+    let gap = (measured - predicted) * 100.0;
+    if gap.abs() <= AGREEMENT_POINTS {
+        return None;
+    }
+    Some(if gap < 0.0 {
+        let why = match engine {
+            EngineKind::Llamacpp => "llama.cpp keeps the prompt each slot last held (and what its host-memory cache saved), not every block it has seen",
+            _ => "its cache is smaller than the trace's reuse, so blocks were evicted before they were asked for again",
+        };
+        format!("{:.1} points below the prediction: the engine's cache held less than the trace reuses ({why})", -gap)
+    } else {
+        format!("{gap:.1} points above the prediction: prompts shared more than their block ids say (a common template, or text that tokenizes across block edges)")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gap_beyond_the_tolerance_is_explained_by_its_direction() {
+        assert_eq!(gap_note(0.40, 0.43, EngineKind::Vllm), None);
+        let low = gap_note(0.40, 0.10, EngineKind::Llamacpp).unwrap();
+        assert!(low.starts_with("30.0 points below"), "{low}");
+        assert!(low.contains("slot"), "{low}");
+        let evicted = gap_note(0.40, 0.20, EngineKind::Vllm).unwrap();
+        assert!(evicted.contains("evicted"), "{evicted}");
+        let high = gap_note(0.10, 0.30, EngineKind::Sglang).unwrap();
+        assert!(high.starts_with("20.0 points above"), "{high}");
+    }
+}
