@@ -623,7 +623,13 @@ fn scaled_mooncake(row: &serde_json::Value, div: u64, ctx: u64) -> (u64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mooncake_slice_replays_on_the_simulator_with_its_schedule_and_exact_lengths() {
-    let sim = start_sim(fast_sim()).await;
+    // A prefix cache in 16-token blocks, large enough for the whole slice.
+    let sim = start_sim(servebench::sim::SimConfig {
+        prefix_cache_block: 16,
+        kv_capacity_tokens: 1 << 22,
+        ..fast_sim()
+    })
+    .await;
     let path = trace_fixture("mooncake-conversation-400.jsonl");
     let rows: Vec<serde_json::Value> = std::fs::read_to_string(&path)
         .unwrap()
@@ -685,6 +691,22 @@ async fn a_mooncake_slice_replays_on_the_simulator_with_its_schedule_and_exact_l
         from_schedule.max >= from_send.max && from_schedule.max <= from_send.max + lag.max + 1e-9
     );
     assert!(level.latency.ttft_from_schedule_ms.is_some());
+    // The simulator's cache served what the trace's block ids predict for
+    // its 16-token blocks, less the chat template's closing tokens the
+    // prediction counts as shared.
+    let predicted = servebench::metrics::level::PredictedReuse::of(&level.requests, 16).unwrap();
+    let served = predicted.reported_cached_tokens.unwrap();
+    eprintln!(
+        "simulator prefix cache: predicted {} tokens ({:.2} %), served {served} ({:.2} %)",
+        predicted.reused_tokens,
+        predicted.hit_rate * 100.0,
+        served as f64 / predicted.prompt_tokens as f64 * 100.0
+    );
+    assert!(served > 0 && served <= predicted.reused_tokens);
+    assert!(
+        (predicted.reused_tokens - served) as f64 / predicted.prompt_tokens as f64 * 100.0
+            <= servebench::report::prefix_cache::AGREEMENT_POINTS
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@
 //! Given the same seed and the same request order it behaves the same.
 
 pub mod model;
+pub mod prefix_cache;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -131,6 +132,12 @@ pub struct SimConfig {
     /// Fault: fraction of streams cut off half-way without `[DONE]`.
     #[arg(long, default_value_t = 0.0)]
     pub truncate_rate: f64,
+    /// Keep a prefix cache in blocks of this many tokens (words) up to
+    /// --kv-capacity-tokens, least recently used evicted first, and report
+    /// its hits as usage `cached_tokens` (0 = no prefix cache, and no
+    /// cached tokens reported).
+    #[arg(long, default_value_t = 0)]
+    pub prefix_cache_block: u64,
     /// Write log lines to stderr.
     #[arg(skip)]
     #[serde(skip)]
@@ -215,6 +222,7 @@ struct Shared {
     crash: CancellationToken,
     crashed: AtomicBool,
     created: u64,
+    prefix_cache: Option<std::sync::Mutex<prefix_cache::PrefixCache>>,
 }
 
 /// Keeps the running gauge and KV usage right however a stream ends.
@@ -263,6 +271,12 @@ pub async fn serve(
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0),
+        prefix_cache: (cfg.prefix_cache_block > 0).then(|| {
+            std::sync::Mutex::new(prefix_cache::PrefixCache::new(
+                cfg.prefix_cache_block,
+                cfg.kv_capacity_tokens,
+            ))
+        }),
         cfg,
     });
     let app = Router::new()
@@ -531,6 +545,14 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
         degenerate: s.cfg.degenerate_after.is_some_and(|limit| n > limit),
         text_seed: prompt_seed(&req),
         reference: reference_words(&req, s.cfg.wrong_answers),
+        cache_keys: match &s.prefix_cache {
+            Some(c) => c
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .keys(&prompt_words(&req)),
+            None => Vec::new(),
+        },
+        cached: 0,
         stage: Stage::Start,
         admission: None,
     };
@@ -581,8 +603,34 @@ struct Generation {
     /// reference answer (spoiled under `--wrong-answers`), each with its
     /// leading space, one per token.
     reference: Vec<String>,
+    /// The prompt's prefix-cache block keys (with a prefix cache).
+    cache_keys: Vec<u64>,
+    /// Prompt tokens found in the prefix cache.
+    cached: u64,
     stage: Stage,
     admission: Option<Admission>,
+}
+
+/// The prompt's tokens in order as words: each chat message's template
+/// tokens (its role, repeated) before its content.
+fn prompt_words(req: &GenerateRequest) -> Vec<&str> {
+    use crate::client::openai::PromptInput;
+    if let Some(msgs) = &req.messages {
+        return msgs
+            .iter()
+            .flat_map(|m| {
+                std::iter::repeat_n(m.role.as_str(), model::CHAT_TOKENS_PER_MESSAGE as usize)
+                    .chain(m.content.split_ascii_whitespace())
+            })
+            .collect();
+    }
+    match &req.prompt {
+        Some(PromptInput::Text(t)) => t.split_ascii_whitespace().collect(),
+        Some(PromptInput::Texts(ts)) => {
+            ts.iter().flat_map(|t| t.split_ascii_whitespace()).collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// The words a checkable built-in prompt is answered with (none for other
@@ -730,10 +778,22 @@ impl Generation {
             _slot: slot,
             _kv: kv,
         });
-        let prefill = model::prefill_ms(&s.cfg, self.prompt);
+        if let Some(c) = &s.prefix_cache {
+            self.cached = c
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .lookup(&self.cache_keys, self.prompt);
+        }
+        let prefill = model::prefill_ms(&s.cfg, self.prompt.saturating_sub(self.cached));
         if prefill > 0.0 {
             let _lane = s.prefill.lock().await;
             tokio::time::sleep(ms(prefill)).await;
+        }
+        // Blocks are cached once computed, not while their prefill runs.
+        if let Some(c) = &s.prefix_cache {
+            c.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(&self.cache_keys);
         }
         if s.cfg.ttft_overhead_ms > 0.0 {
             tokio::time::sleep(ms(s.cfg.ttft_overhead_ms)).await;
@@ -769,9 +829,11 @@ impl Generation {
             "prompt_tokens": self.prompt,
             "completion_tokens": self.emitted,
             "total_tokens": self.prompt + self.emitted,
-            "prompt_tokens_details": {"cached_tokens": 0},
         });
         let cfg = &self.shared.cfg;
+        if cfg.prefix_cache_block > 0 {
+            u["prompt_tokens_details"] = serde_json::json!({"cached_tokens": self.cached});
+        }
         if cfg.reasoning_in_usage && self.chat && cfg.reasoning_tokens > 0 {
             u["completion_tokens_details"] =
                 serde_json::json!({"reasoning_tokens": self.emitted.min(cfg.reasoning_tokens)});

@@ -280,9 +280,28 @@ impl ExactPromptBuilder {
     /// Filler of exactly `len` tokens ending in a newline, the same for the
     /// same seed; a shorter one of a seed starts as a longer one does.
     fn filler_block(&self, seed: u64, len: usize) -> Result<Arc<str>, WorkloadError> {
-        let rng = seeded(mix(seed, u64::MAX - 1));
+        let mut rng = seeded(mix(seed, u64::MAX - 1));
+        // A block opens with a tag of its own, so two blocks never share
+        // their first tokens by drawing the same opening line of filler:
+        // prompts share exactly the blocks their ids share, no more. A
+        // block too short to hold it (a few tokens) goes without.
+        let word = MARKER_WORDS[rng.random_range(0..MARKER_WORDS.len())];
+        let tag: u32 = rng.random();
+        let head = format!("{word}-{tag:08x}: ");
+        let head_tokens = self.counter.count(&head)?;
+        let (head, head_tokens) = if len >= head_tokens * 2 {
+            (head.as_str(), head_tokens)
+        } else {
+            ("", 0)
+        };
         let mut units = UnitStream::new(self, rng, true);
-        Ok(Arc::from(self.fit("", 0, &mut units, len, "\n")?))
+        Ok(Arc::from(self.fit(
+            head,
+            head_tokens,
+            &mut units,
+            len,
+            "\n",
+        )?))
     }
 
     /// A prompt of exactly `tokens` tokens made of blocks named by ids, as
