@@ -2286,6 +2286,7 @@ trace = "traffic.csv"
 time_scale = [40, 80]
 num_requests = 120
 length_scale = 0.25
+slo = ["ttft=60s"]
 "#;
     let campaign = write_campaign(dir.path(), text);
     let (code, out, err) = run(&["run", campaign.to_str().unwrap()]);
@@ -2343,6 +2344,57 @@ length_scale = 0.25
     let (x40, x80) = (last("a/azure-trace-x40"), last("a/azure-trace-x80"));
     // Stored to the microsecond.
     assert!((x40 - 2.0 * x80).abs() < 0.01, "{x40} {x80}");
+    // Over trace time: every request in the window of its trace time
+    // (scheduled send × multiple), windows of one length for both cells,
+    // and a chart of each.
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("results/replay/report.json")).unwrap(),
+    )
+    .unwrap();
+    let windows = report["trace_windows"].as_array().unwrap();
+    let length = windows[0]["length_s"].as_f64().unwrap();
+    let span = x40 / 1000.0 * 40.0;
+    assert_eq!(
+        length,
+        servebench::metrics::trace_shape::default_window_s(span)
+    );
+    for (name, scale) in [("a/azure-trace-x40", 40.0), ("a/azure-trace-x80", 80.0)] {
+        let cell = name.trim_start_matches("a/");
+        let mine: Vec<&serde_json::Value> =
+            windows.iter().filter(|w| w["cell_name"] == cell).collect();
+        let mut count: BTreeMap<u64, u64> = BTreeMap::new();
+        for r in cells[name]["summary"]["requests"].as_array().unwrap() {
+            let t = r["scheduled_ms"].as_f64().unwrap() / 1000.0 * scale;
+            *count.entry((t / length).floor() as u64).or_default() += 1;
+        }
+        assert_eq!(mine.len(), count.len(), "{name}");
+        for (w, (k, n)) in mine.iter().zip(&count) {
+            assert_eq!(w["length_s"].as_f64(), Some(length));
+            assert_eq!(w["start_s"].as_f64(), Some(*k as f64 * length), "{name}");
+            assert_eq!(w["requests"], *n, "{name}");
+            assert_eq!(w["slo_attainment"], 1.0, "{name}: {w}");
+        }
+        for title in [
+            "TTFT p99 over trace time",
+            "requests within the SLOs over trace time",
+        ] {
+            let title = format!("{cell}: {title}");
+            let chart = report["charts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["title"] == title.as_str())
+                .unwrap_or_else(|| panic!("no chart {title}"));
+            assert_eq!(chart["section"], "trace");
+            assert_eq!(
+                chart["series"][0]["points"].as_array().unwrap().len(),
+                count.len()
+            );
+        }
+    }
+    let md = std::fs::read_to_string(dir.path().join("results/replay/report.md")).unwrap();
+    assert!(md.contains("## Over trace time"), "{md}");
+    assert!(md.contains("100 % within the SLOs"), "{md}");
     // The same trace again: nothing to run. Another trace (one row's
     // output changed) is another cell, whatever its name.
     let (code, out, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);

@@ -64,7 +64,7 @@ const WINDOW_STEPS_S: &[f64] = &[
 /// Most windows a default window length makes.
 pub const MAX_WINDOWS: usize = 24;
 
-/// The shortest step in [`WINDOW_STEPS_S`] that covers `span_s` in at most
+/// The shortest of 1 s, 2 s, 5 s … 1 day that covers `span_s` in at most
 /// [`MAX_WINDOWS`] windows.
 pub fn default_window_s(span_s: f64) -> f64 {
     WINDOW_STEPS_S

@@ -42,6 +42,8 @@ pub enum ChartSection {
     Context,
     /// Agentic sessions.
     Agentic,
+    /// Trace replays over trace time.
+    Trace,
 }
 
 impl ChartSection {
@@ -54,6 +56,7 @@ impl ChartSection {
             Self::Budget => "budget",
             Self::Context => "context",
             Self::Agentic => "agentic",
+            Self::Trace => "trace",
         }
     }
 }

@@ -32,13 +32,14 @@ svg .legend{font-size:10px}svg .empty{font-size:13px;fill:#888}
 ul.rec li{margin-bottom:6px}.note{color:#666;font-style:italic}
 ";
 
-const SECTIONS: [(ChartSection, &str, &str); 6] = [
+const SECTIONS: [(ChartSection, &str, &str); 7] = [
     (ChartSection::Throughput, "Throughput and latency vs. concurrency", "Output throughput and TTFT p50 (solid) / p99 (dashed) per server config; means over repetitions."),
     (ChartSection::PerGpu, "Throughput per GPU vs. speed per user", "One point per (server config, concurrency); throughput divided by the server's TP size. Circled points form the Pareto frontier: no other point is both faster per user and more productive per GPU."),
     (ChartSection::Speedup, "Speedup over the baseline", "Ratio of median per-request decode speed to the baseline's at the same workload point, per prompt kind and output length."),
     (ChartSection::Budget, "Speculative budget sweep", "Output throughput and acceptance length against the draft budget (num_draft_tokens; DDTree: the tree size), one line per method and TP, per workload family at its lowest and highest load."),
     (ChartSection::Context, "Context length", "TTFT and decode speed against the prompt length."),
     (ChartSection::Agentic, "Agentic sessions", "Per-turn latency of multi-turn sessions: each turn resends the whole conversation."),
+    (ChartSection::Trace, "Trace replays over trace time", "Per window of the trace (a request's scheduled send time times the traffic multiple), TTFT p99 of the requests sent in it and the share of them within every SLO, one line per server config."),
 ];
 
 fn is_number(s: &str) -> bool {
@@ -93,6 +94,7 @@ fn note_key(section: ChartSection) -> &'static str {
         ChartSection::Budget => "budget",
         ChartSection::Context => "context-length",
         ChartSection::Agentic => "agentic",
+        ChartSection::Trace => "trace time",
     }
 }
 
@@ -147,6 +149,10 @@ impl Exporter for HtmlExporter {
         s.push_str("</ul><p class=\"note\">Goodput per GPU: requests per second meeting every bound of the SLO, divided by the server's GPUs. \"too close to call\" means the winner's interval overlaps the runner-up's.</p>");
 
         for (key, title, blurb) in SECTIONS {
+            // Most campaigns replay no trace: no empty section for them.
+            if key == ChartSection::Trace && !r.charts.iter().any(|c| c.section == key) {
+                continue;
+            }
             let _ = write!(
                 s,
                 r#"<h2 id="{}">{}</h2><p>{}</p>"#,

@@ -66,6 +66,12 @@ impl Exporter for MarkdownExporter {
                 out.push_str(&format!("- {l}\n"));
             }
         }
+        if !r.trace_windows.is_empty() {
+            out.push_str("\n## Over trace time\n\nPer replay cell, its worst window of trace time (fewest requests within the SLOs, then the highest TTFT p99); every window is in `report.json` (`trace_windows`) and drawn in the HTML report.\n\n");
+            for l in super::trace_time::worst_lines(&r.trace_windows) {
+                out.push_str(&format!("- {l}\n"));
+            }
+        }
         if !r.prefix_cache.is_empty() {
             out.push_str(&format!("\n## Prefix cache\n\n{}\n\n", prefix_cache_rule()));
             for row in &r.prefix_cache {

@@ -412,6 +412,9 @@ pub struct Report {
     /// Per server, its answers against the baseline's.
     #[serde(default)]
     pub answers: Vec<super::agreement::AnswerRow>,
+    /// Trace replays per window of trace time.
+    #[serde(default)]
+    pub trace_windows: Vec<super::trace_time::TraceWindow>,
     /// Per trace replay cell, its prefix-cache reuse predicted and measured.
     #[serde(default)]
     pub prefix_cache: Vec<super::prefix_cache::CacheRow>,
@@ -801,6 +804,8 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         &searches,
         &color,
     ));
+    let trace_windows = super::trace_time::windows(&cells);
+    charts.extend(super::trace_time::charts(&trace_windows, &color));
     let charts = super::charts::facet(charts);
     Report {
         schema_version: REPORT_SCHEMA_VERSION,
@@ -837,6 +842,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         turns,
         answers,
         prefix_cache: super::prefix_cache::rows(&cells),
+        trace_windows,
         unreadable: set.unreadable.clone(),
         charts,
         notes,

@@ -218,6 +218,12 @@ impl Exporter for TableExporter {
                 out.push_str(&format!("  {l}\n"));
             }
         }
+        if !r.trace_windows.is_empty() {
+            out.push_str("\nOver trace time\n");
+            for l in super::trace_time::worst_lines(&r.trace_windows) {
+                out.push_str(&format!("  {l}\n"));
+            }
+        }
         if !r.prefix_cache.is_empty() {
             out.push_str("\nPrefix cache\n");
             for row in &r.prefix_cache {
