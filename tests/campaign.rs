@@ -2523,3 +2523,75 @@ output_scale = 0.1
         "{warning}"
     );
 }
+
+#[test]
+fn a_replays_prefix_reuse_matches_its_prediction_until_the_engines_cache_is_too_small() {
+    // Two simulated engines with a 16-token prefix cache: one with room
+    // for the whole replay, one whose cache holds 4,096 tokens of the
+    // replay's ~250,000 distinct prompt tokens.
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+[campaign]
+name = "pc"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--prefix-cache-block", "16", "--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
+[[server]]
+id = "roomy"
+args = ["--kv-capacity-tokens", "4194304"]
+[[server]]
+id = "small"
+args = ["--kv-capacity-tokens", "4096"]
+[[workload]]
+name = "conv"
+trace = "{}"
+num_requests = 400
+length_scale = 0.0625
+output_scale = 0.02
+max_context = 2048
+time_scale = 80
+"#,
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/traces/mooncake-conversation-400.jsonl"
+        )
+    );
+    let campaign = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("results/pc/report.json")).unwrap())
+            .unwrap();
+    let row = |id: &str| {
+        report["prefix_cache"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["server_id"] == id)
+            .unwrap_or_else(|| panic!("{}", report["prefix_cache"]))
+            .clone()
+    };
+    let (roomy, small) = (row("roomy"), row("small"));
+    eprintln!("{roomy}\n{small}");
+    for r in [&roomy, &small] {
+        assert_eq!(r["cache_block"], 16, "{r}");
+        assert_eq!(r["requests"], 400, "{r}");
+    }
+    let (predicted, served) = (
+        roomy["predicted"].as_f64().unwrap(),
+        roomy["reported"].as_f64().unwrap(),
+    );
+    assert!(predicted > 0.05, "{roomy}");
+    assert!((predicted - served).abs() * 100.0 <= 5.0, "{roomy}");
+    assert!(roomy["note"].is_null(), "{roomy}");
+    // The same prediction; less served, and the note says why.
+    assert_eq!(small["predicted"], roomy["predicted"]);
+    assert!(small["reported"].as_f64().unwrap() < served, "{small}");
+    let note = small["note"].as_str().unwrap_or_else(|| panic!("{small}"));
+    assert!(note.contains("points below the prediction"), "{note}");
+    assert!(note.contains("the engine's KV cache holds 4096"), "{note}");
+}

@@ -3,8 +3,8 @@
 //!
 //! The prediction is cut to whole blocks of the engine's cache block
 //! (vLLM `--block-size`, by default 16 on GPUs and 128 in its CPU build,
-//! `+cpu` in its version; SGLang `--page-size`, 1 by default; llama.cpp and
-//! the simulator 1). The measurement is, in order of
+//! `+cpu` in its version; SGLang `--page-size`, 1 by default; llama.cpp 1;
+//! the simulator `--prefix-cache-block`). The measurement is, in order of
 //! preference, the cached tokens the server reported for the same requests
 //! (usage `cached_tokens`, llama.cpp `cache_n`): the same requests and the
 //! same denominator; else the engine's counters over the cell (vLLM
@@ -110,6 +110,7 @@ pub fn engine_cache_block(c: &CellResult) -> u64 {
             }
         }),
         EngineKind::Sglang => flag("--page-size").unwrap_or(1),
+        EngineKind::Sim => flag("--prefix-cache-block").unwrap_or(1),
         _ => 1,
     }
 }
@@ -144,25 +145,48 @@ pub fn rows(cells: &[&CellResult]) -> Vec<CacheRow> {
             engine_counters,
             note: None,
         };
+        let held = c
+            .telemetry
+            .as_ref()
+            .and_then(|t| t.log.as_ref())
+            .and_then(|l| l.kv_cache_tokens);
+        let size = CacheSize {
+            distinct: p.prompt_tokens - p.reused_tokens,
+            held,
+        };
         row.note = row
             .measured()
-            .and_then(|m| gap_note(p.hit_rate, m, c.engine.kind));
+            .and_then(|m| gap_note(p.hit_rate, m, c.engine.kind, size));
         out.push(row);
     }
     out
 }
 
+/// What an infinite cache would hold against what the engine's holds.
+#[derive(Debug, Clone, Copy)]
+struct CacheSize {
+    /// Distinct prompt tokens of the replay: what an infinite cache holds
+    /// by its end.
+    distinct: u64,
+    /// Tokens the engine's KV cache holds, from its log.
+    held: Option<u64>,
+}
+
 /// What a gap of more than [`AGREEMENT_POINTS`] between the predicted and
 /// the measured hit rate means.
-fn gap_note(predicted: f64, measured: f64, engine: EngineKind) -> Option<String> {
+fn gap_note(predicted: f64, measured: f64, engine: EngineKind, size: CacheSize) -> Option<String> {
     let gap = (measured - predicted) * 100.0;
     if gap.abs() <= AGREEMENT_POINTS {
         return None;
     }
     Some(if gap < 0.0 {
-        let why = match engine {
-            EngineKind::Llamacpp => "llama.cpp keeps the prompt each slot last held (and what its host-memory cache saved), not every block it has seen",
-            _ => "its cache is smaller than the trace's reuse, so blocks were evicted before they were asked for again",
+        let why = match (engine, size.held) {
+            (EngineKind::Llamacpp, _) => "llama.cpp keeps the prompt each slot last held (and what its host-memory cache saved), not every block it has seen".to_string(),
+            (_, Some(held)) if held < size.distinct => format!(
+                "an infinite cache would hold the replay's {} distinct prompt tokens by its end; the engine's KV cache holds {held}, so blocks were evicted before they were asked for again",
+                size.distinct
+            ),
+            _ => "blocks were evicted before they were asked for again, or requests that arrived together each computed a block neither had cached yet".to_string(),
         };
         format!("{:.1} points below the prediction: the engine's cache held less than the trace reuses ({why})", -gap)
     } else {
@@ -176,13 +200,29 @@ mod tests {
 
     #[test]
     fn a_gap_beyond_the_tolerance_is_explained_by_its_direction() {
-        assert_eq!(gap_note(0.40, 0.43, EngineKind::Vllm), None);
-        let low = gap_note(0.40, 0.10, EngineKind::Llamacpp).unwrap();
+        let size = CacheSize {
+            distinct: 300_000,
+            held: Some(8192),
+        };
+        assert_eq!(gap_note(0.40, 0.43, EngineKind::Vllm, size), None);
+        let low = gap_note(0.40, 0.10, EngineKind::Llamacpp, size).unwrap();
         assert!(low.starts_with("30.0 points below"), "{low}");
         assert!(low.contains("slot"), "{low}");
-        let evicted = gap_note(0.40, 0.20, EngineKind::Vllm).unwrap();
-        assert!(evicted.contains("evicted"), "{evicted}");
-        let high = gap_note(0.10, 0.30, EngineKind::Sglang).unwrap();
+        let evicted = gap_note(0.40, 0.20, EngineKind::Vllm, size).unwrap();
+        assert!(
+            evicted.contains(
+                "300000 distinct prompt tokens by its end; the engine's KV cache holds 8192"
+            ),
+            "{evicted}"
+        );
+        let unknown = gap_note(
+            0.40,
+            0.20,
+            EngineKind::Vllm,
+            CacheSize { held: None, ..size },
+        );
+        assert!(unknown.unwrap().contains("evicted"));
+        let high = gap_note(0.10, 0.30, EngineKind::Sglang, size).unwrap();
         assert!(high.starts_with("20.0 points above"), "{high}");
     }
 }
