@@ -2595,3 +2595,80 @@ time_scale = 80
     assert!(note.contains("points below the prediction"), "{note}");
     assert!(note.contains("the engine's KV cache holds 4096"), "{note}");
 }
+
+#[test]
+fn a_gpu_is_known_by_name_or_by_its_declared_bandwidth_and_the_plan_says_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/models/Qwen3-8B"
+    );
+    let campaign = |hardware: &str| {
+        write_campaign(
+            dir.path(),
+            &format!(
+                r#"
+[campaign]
+name = "gpus"
+results_dir = "results"
+[model]
+path = "{model}"
+config = "{model}"
+[engine]
+kind = "vllm"
+[hardware]
+gpus = [0, 1]
+{hardware}
+[[server]]
+id = "ar"
+[[workload]]
+name = "w"
+input_len = 512
+output_len = 256
+concurrency = 1
+num_requests = 4
+"#
+            ),
+        )
+    };
+    let basis = |hardware: &str| {
+        let (code, json, err) = run(&["plan", "--json", campaign(hardware).to_str().unwrap()]);
+        assert_eq!(code, 0, "{hardware}: {err}");
+        let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
+        plan["groups"][0]["eta_basis"].as_str().unwrap().to_string()
+    };
+    // A workstation part the table knows, by any of its names.
+    let pro = basis("gpu = \"RTX PRO 6000 Blackwell\"");
+    assert!(pro.contains("rtx-pro-6000 1.79 TB/s"), "{pro}");
+    // A GPU it does not know, by its declared bandwidth (and memory).
+    let new = basis("gpu = \"x9000\"\ngpu_bandwidth = \"1.5TB/s\"\ngpu_memory = \"64GB\"");
+    assert!(new.contains("x9000 1.50 TB/s"), "{new}");
+    assert!(new.contains("compute not declared"), "{new}");
+    // Declared figures take a known GPU's place.
+    let tuned = basis("gpu = \"h100\"\ngpu_bandwidth = \"3TB/s\"\ngpu_bf16_tflops = 800");
+    assert!(tuned.contains("h100 3.00 TB/s"), "{tuned}");
+    assert!(tuned.contains("800 TFLOPS BF16 declared"), "{tuned}");
+    // Nothing declared: the plan says it fell back, and why.
+    let none = basis("");
+    assert!(
+        none.contains("default guesses") && none.contains("no GPU model or bandwidth is declared"),
+        "{none}"
+    );
+    // A name it does not know, without a bandwidth: refused where it is written.
+    let (code, _, err) = run(&["plan", campaign("gpu = \"x9000\"").to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("campaign.toml:12:7: unknown GPU `x9000`"),
+        "{err}"
+    );
+    assert!(err.contains("gpu_bandwidth"), "{err}");
+    let (code, _, err) = run(&[
+        "plan",
+        campaign("gpu_bandwidth = \"fast\"").to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("campaign.toml:12:17: `fast` is not a bandwidth"),
+        "{err}"
+    );
+}

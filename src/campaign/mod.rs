@@ -160,6 +160,12 @@ pub struct RawHardware {
     /// The GPU model (e.g. `h100`, `h200`, `a100`, `l40s`, `b200`), for ETAs from its bandwidth.
     #[serde(default)]
     pub gpu: Option<Spanned<String>>,
+    /// Memory bandwidth of one GPU, e.g. `1.8TB/s`: for a GPU the table lacks, or in its place.
+    #[serde(default)]
+    pub gpu_bandwidth: Option<Spanned<String>>,
+    /// Dense BF16 throughput of one GPU, TFLOPS (prefill speed).
+    #[serde(default)]
+    pub gpu_bf16_tflops: Option<Spanned<f64>>,
     /// Use GPUs even when `nvidia-smi` shows another process's memory on them (default false).
     #[serde(default)]
     pub use_busy_gpus: bool,

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::campaign::{Campaign, PromptSource, ServerConfig, WorkloadPoint};
 use crate::engine::EngineKind;
 use crate::load::schedule::LoadShape;
-use crate::memory::gpus::GpuSpec;
+use crate::memory::gpus::GpuFigures;
 use crate::sim::SimConfig;
 
 /// Share of peak memory bandwidth a decode step reaches (vLLM/SGLang at
@@ -285,8 +285,8 @@ pub struct Facts {
     pub kv_bytes_per_token_per_gpu: Option<f64>,
     /// Decoder layers.
     pub layers: Option<u32>,
-    /// The GPU, when named.
-    pub gpu: Option<&'static GpuSpec>,
+    /// The GPU's figures, when named or declared.
+    pub gpu: Option<GpuFigures>,
 }
 
 /// Start-up prior, s: sim and llama.cpp start in about a second, vLLM and
@@ -399,7 +399,7 @@ pub fn sim_speed(cfg: &SimConfig) -> Speed {
 }
 
 /// GPU engine speed from bytes read per step against the GPU's bandwidth.
-pub fn gpu_speed(gpu: &GpuSpec, weights: f64, kv_per_token: f64, layers: u32, tp: u32) -> Speed {
+pub fn gpu_speed(gpu: &GpuFigures, weights: f64, kv_per_token: f64, layers: u32, tp: u32) -> Speed {
     let bw = gpu.bandwidth * BANDWIDTH_EFFICIENCY;
     let comm = if tp > 1 {
         TP_ALLREDUCE_S_PER_LAYER * 2.0 * layers as f64
@@ -423,7 +423,7 @@ pub fn gpu_speed(gpu: &GpuSpec, weights: f64, kv_per_token: f64, layers: u32, tp
             "{:.1} GB read per step at {:.0}% of {} {:.2} TB/s ({})",
             weights / 1e9,
             BANDWIDTH_EFFICIENCY * 100.0,
-            gpu.names[0],
+            gpu.name,
             gpu.bandwidth / 1e12,
             gpu.source
         ),
@@ -559,7 +559,7 @@ pub fn prior_speed(
     let speed = match c.engine.kind {
         EngineKind::Sim => command.and_then(sim_config).map(|cfg| sim_speed(&cfg)),
         _ if explicit => None,
-        EngineKind::Vllm | EngineKind::Sglang => match (facts.gpu, facts.weights_bytes_per_gpu) {
+        EngineKind::Vllm | EngineKind::Sglang => match (&facts.gpu, facts.weights_bytes_per_gpu) {
             (Some(g), Some(w)) => Some(gpu_speed(
                 g,
                 w,
@@ -615,7 +615,24 @@ pub fn prior_speed(
         sp
     });
     let mut speed = speed.take().unwrap_or_else(|| {
-        guessed_speed(c.run.decode_tok_s_estimate, c.run.prefill_tok_s_estimate)
+        let mut g = guessed_speed(c.run.decode_tok_s_estimate, c.run.prefill_tok_s_estimate);
+        if !explicit {
+            // Not the user's guesses: say why the plan fell back to them.
+            let why = match (&facts.gpu, facts.weights_bytes_per_gpu) {
+                (None, _) if matches!(c.engine.kind, EngineKind::Vllm | EngineKind::Sglang) => {
+                    "no GPU model or bandwidth is declared ([hardware] gpu = \"h100\", or gpu_bandwidth = \"1.8TB/s\")"
+                }
+                (_, None) if matches!(c.engine.kind, EngineKind::Vllm | EngineKind::Sglang) => {
+                    "the model's weights per GPU are unknown (the memory model needs [model] config and the GPU's memory)"
+                }
+                _ => "this engine has no speed model",
+            };
+            g.basis = format!(
+                "default guesses ({} tok/s decode, {} tok/s prefill), since {why}",
+                c.run.decode_tok_s_estimate, c.run.prefill_tok_s_estimate
+            );
+        }
+        g
     });
     if speed.max_running.is_none() {
         speed.max_running = s.max_running_requests.map(u64::from);
@@ -968,7 +985,9 @@ mod tests {
 
     #[test]
     fn gpu_decode_is_bytes_per_step_over_bandwidth() {
-        let h100 = gpu_by_name("H100_SXM").unwrap();
+        let h100 = &crate::memory::gpus::figures(Some("H100_SXM"), None, None)
+            .unwrap()
+            .unwrap();
         assert_eq!(gpu_by_name("h200").unwrap().bandwidth, 4.8e12);
         // 16 GB of weights on one H100: 16e9 / (0.65 × 3.35e12) + 2 ms = 9.35 ms per step.
         let s = gpu_speed(h100, 16e9, 0.0, 32, 1);

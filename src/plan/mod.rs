@@ -725,11 +725,7 @@ fn prior_for(
         layers: model_info
             .and_then(|m| m.as_ref().ok())
             .map(|m| m.num_layers),
-        gpu: c
-            .hardware
-            .gpu
-            .as_deref()
-            .and_then(crate::memory::gpus::gpu_by_name),
+        gpu: c.hardware.gpu_figures(),
     };
     let speed = eta::prior_speed(c, s, command.as_deref(), &facts, cpu);
     let startup = if c.run.startup_given {

@@ -57,12 +57,28 @@ pub struct Hardware {
     pub exclude_gpus: Vec<u32>,
     /// Memory of one GPU.
     pub gpu_memory_bytes: Option<u64>,
-    /// The GPU model's canonical name (see `memory::gpus::GPUS`).
+    /// The GPU model's canonical name (see `memory::gpus::GPUS`), or the
+    /// name given for one the table lacks.
     #[serde(default)]
     pub gpu: Option<String>,
+    /// Declared memory bandwidth of one GPU, bytes/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_bandwidth: Option<f64>,
+    /// Declared dense BF16 throughput of one GPU, FLOP/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_bf16_flops: Option<f64>,
     /// Use GPUs that other processes already hold memory on.
     #[serde(default)]
     pub use_busy_gpus: bool,
+}
+
+impl Hardware {
+    /// The GPU's figures for the plan: named, declared, or both.
+    pub fn gpu_figures(&self) -> Option<crate::memory::gpus::GpuFigures> {
+        crate::memory::gpus::figures(self.gpu.as_deref(), self.gpu_bandwidth, self.gpu_bf16_flops)
+            .ok()
+            .flatten()
+    }
 }
 
 /// When a point has been repeated enough (`repetitions = "auto"`).
@@ -352,21 +368,33 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         ));
     }
 
-    let gpu = match &raw.hardware.gpu {
+    let gpu_bandwidth = match &raw.hardware.gpu_bandwidth {
         None => None,
-        Some(g) => Some(
-            crate::memory::gpus::gpu_by_name(g.get_ref()).ok_or_else(|| {
-                src.error(
-                    g,
-                    format!(
-                        "unknown GPU `{}`; known: {}",
-                        g.get_ref(),
-                        crate::memory::gpus::gpu_names()
-                    ),
-                )
-            })?,
-        ),
+        Some(b) => {
+            Some(crate::memory::gpus::parse_bandwidth(b.get_ref()).map_err(|e| src.error(b, e))?)
+        }
     };
+    let gpu_bf16_flops = match &raw.hardware.gpu_bf16_tflops {
+        None => None,
+        Some(t) if *t.get_ref() > 0.0 && t.get_ref().is_finite() => Some(t.get_ref() * 1e12),
+        Some(t) => {
+            return Err(src.error(
+                t,
+                format!(
+                    "gpu_bf16_tflops must be a positive number, got {}",
+                    t.get_ref()
+                ),
+            ))
+        }
+    };
+    let gpu_name = raw.hardware.gpu.as_ref().map(|g| g.get_ref().as_str());
+    crate::memory::gpus::figures(gpu_name, gpu_bandwidth, gpu_bf16_flops).map_err(
+        |e| match &raw.hardware.gpu {
+            Some(g) => src.error(g, e),
+            None => src.error_at(0, e),
+        },
+    )?;
+    let gpu = gpu_name.and_then(crate::memory::gpus::gpu_by_name);
     let gpu_memory_bytes = match &raw.hardware.gpu_memory {
         // A named GPU brings its memory size.
         None => gpu.map(|g| (g.memory_gib * (1u64 << 30) as f64) as u64),
@@ -383,7 +411,11 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
             .collect(),
         exclude_gpus: raw.hardware.exclude_gpus.clone(),
         gpu_memory_bytes,
-        gpu: gpu.map(|g| g.names[0].to_string()),
+        gpu: gpu
+            .map(|g| g.names[0].to_string())
+            .or_else(|| gpu_name.map(str::to_string)),
+        gpu_bandwidth,
+        gpu_bf16_flops,
         use_busy_gpus: raw.hardware.use_busy_gpus,
     };
 
