@@ -207,6 +207,9 @@ pub struct PlanArgs {
     /// Print the plan as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Plan for `run --parallel N`: up to N server configs side by side.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub parallel: u32,
 }
 
 /// Arguments of `servebench run`.

@@ -2672,3 +2672,80 @@ num_requests = 4
         "{err}"
     );
 }
+
+#[test]
+fn the_plan_totals_what_runs_and_its_eta_at_the_parallel_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = write_campaign(
+        dir.path(),
+        r#"
+[campaign]
+name = "par"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+[[server]]
+id = "a"
+args = ["--decode-step-ms", "10"]
+[[server]]
+id = "b"
+args = ["--decode-step-ms", "20"]
+[[server]]
+id = "c"
+args = ["--decode-step-ms", "40"]
+[[workload]]
+name = "w"
+output_len = 64
+concurrency = [1, 2]
+num_requests = 8
+"#,
+    );
+    let path = campaign.to_str().unwrap();
+    let totals = |parallel: &str| {
+        let (code, json, err) = run(&["plan", "--json", "--parallel", parallel, path]);
+        assert_eq!(code, 0, "{err}");
+        let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let groups: Vec<f64> = plan["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                let cells: f64 = g["cells"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c["eta_s"].as_f64().unwrap())
+                    .sum();
+                cells + g["startup_eta_s"].as_f64().unwrap()
+            })
+            .collect();
+        (plan["totals"].clone(), groups)
+    };
+    let (one, groups) = totals("1");
+    assert_eq!(one["servers_to_launch"], 3);
+    assert_eq!(one["cells"]["run"], 6);
+    assert_eq!(one["parallel"], 1);
+    let sum: f64 = groups.iter().sum();
+    assert!(
+        (one["sequential_eta_s"].as_f64().unwrap() - sum).abs() < 1e-6,
+        "{one}"
+    );
+    assert_eq!(one["eta_s"], one["sequential_eta_s"]);
+    // Three at once on a CPU machine: the slowest group is the wall time.
+    let (three, _) = totals("3");
+    let slowest = groups.iter().cloned().fold(0.0, f64::max);
+    assert!(
+        (three["eta_s"].as_f64().unwrap() - slowest).abs() < 1e-6,
+        "{three}"
+    );
+    assert_eq!(three["sequential_eta_s"], one["sequential_eta_s"]);
+    // `run --dry-run --parallel 3` says the same.
+    let (code, out, err) = run(&["run", "--dry-run", "--parallel", "3", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        format!("{out}{err}").contains("with --parallel 3 ("),
+        "{out}{err}"
+    );
+}

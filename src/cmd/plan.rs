@@ -33,6 +33,7 @@ pub fn plan_options(
         // About a tenth of a second, so only where the CPU priors are used.
         cpu: (servers_run_here(c, local) && plan::eta::uses_cpu_priors(c))
             .then(|| plan::eta::CpuSpeed::from_probe(cpuprobe::int8_dot_bytes_per_s())),
+        parallel: 1,
     })
 }
 
@@ -82,6 +83,7 @@ pub fn detect_engine(c: &campaign::Campaign, opts: &mut plan::PlanOptions, local
 pub fn run(a: cli::PlanArgs) -> anyhow::Result<ExitCode> {
     let c = campaign::load_campaign(&a.campaign)?;
     let mut opts = plan_options(&a.select, &c, false)?;
+    opts.parallel = a.parallel as usize;
     detect_engine(&c, &mut opts, false);
     let store = store::Store::new(&c.results_dir);
     let exe = std::env::current_exe()?.display().to_string();

@@ -12,6 +12,7 @@ use crate::{campaign, cli, report, runner, store};
 pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
     let c = campaign::load_campaign(&a.campaign)?;
     let mut plan = super::plan::plan_options(&a.select, &c, a.local)?;
+    plan.parallel = a.parallel as usize;
     super::plan::detect_engine(&c, &mut plan, a.local);
     let opts = runner::RunOptions {
         plan,

@@ -51,6 +51,18 @@ impl Verdict {
         matches!(self, Verdict::Run | Verdict::Stale | Verdict::NewVersion(_))
     }
 
+    /// The verdict's kind, as the plan's totals count it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Verdict::Run => "run",
+            Verdict::Cached => "cached",
+            Verdict::Stale | Verdict::NewVersion(_) => "stale",
+            Verdict::Skip(_) => "skip",
+            Verdict::CrashedBefore(_) => "skip (crashed before)",
+            Verdict::Enough(_) => "not needed",
+        }
+    }
+
     /// A short label for tables.
     pub fn label(&self) -> String {
         match self {
@@ -203,6 +215,8 @@ pub struct Plan {
     /// What to say about the engine build: how it was found, why it was
     /// not, or how it disagrees with the declared version.
     pub engine_notes: Vec<String>,
+    /// What runs and how long it takes.
+    pub totals: PlanTotals,
     /// The estimator behind the ETAs, for refining them while the campaign runs.
     #[serde(skip)]
     pub estimator: eta::Estimator,
@@ -230,6 +244,89 @@ pub struct PlanOptions {
     /// This machine's CPU speed, when probed ([`eta::CpuSpeed`]); `None`:
     /// the CPU priors' own machine is assumed.
     pub cpu: Option<eta::CpuSpeed>,
+    /// Server configs run side by side (`run --parallel N`; 0 counts as 1).
+    pub parallel: usize,
+}
+
+/// The plan's totals: what runs and how long it takes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PlanTotals {
+    /// Servers that will be launched.
+    pub servers_to_launch: usize,
+    /// Cells by verdict (`run`, `cached`, `stale`, `skip`, …).
+    pub cells: BTreeMap<String, usize>,
+    /// Search probes expected beyond those stored.
+    pub probes_expected: u64,
+    /// Every group one after another, s.
+    pub sequential_eta_s: f64,
+    /// Server configs run side by side.
+    pub parallel: usize,
+    /// The groups at `parallel`, each on its own GPUs from the pool, s:
+    /// the wall time the campaign is expected to take.
+    pub eta_s: f64,
+}
+
+/// Wall time of groups of (GPUs, seconds) run in order, at most `width` at
+/// once and, with a pool of `pool_gpus` GPUs (0: no GPUs to share), only
+/// while their GPUs are free: a group waits for the earliest to finish.
+pub fn parallel_wall_s(groups: &[(u32, f64)], width: usize, pool_gpus: u32) -> f64 {
+    let width = width.max(1);
+    // (end time, GPUs held) of the groups running.
+    let mut running: Vec<(f64, u32)> = Vec::new();
+    let (mut now, mut end) = (0.0f64, 0.0f64);
+    for &(gpus, secs) in groups.iter().filter(|g| g.1 > 0.0) {
+        let gpus = if pool_gpus == 0 {
+            0
+        } else {
+            gpus.min(pool_gpus)
+        };
+        loop {
+            let held: u32 = running.iter().map(|r| r.1).sum();
+            if running.len() < width && held + gpus <= pool_gpus {
+                break;
+            }
+            // Wait for the earliest to finish.
+            let (i, _) = running
+                .iter()
+                .enumerate()
+                .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+                .expect("a group is running when the slots are full");
+            now = now.max(running.remove(i).0);
+        }
+        running.push((now + secs, gpus));
+        end = end.max(now + secs);
+    }
+    end
+}
+
+impl Plan {
+    /// What runs and how long it takes, sequentially and at `parallel`.
+    fn compute_totals(&self, parallel: usize, pool_gpus: u32) -> PlanTotals {
+        let mut cells: BTreeMap<String, usize> = BTreeMap::new();
+        for c in self.groups.iter().flat_map(|g| &g.cells) {
+            *cells.entry(c.verdict.kind().to_string()).or_default() += 1;
+        }
+        let groups: Vec<(u32, f64)> = self
+            .groups
+            .iter()
+            .map(|g| (g.server.tp.max(1), g.eta_s()))
+            .collect();
+        let parallel = parallel.max(1);
+        PlanTotals {
+            servers_to_launch: self.groups.iter().filter(|g| g.needs_launch()).count(),
+            cells,
+            probes_expected: self
+                .groups
+                .iter()
+                .flat_map(|g| &g.searches)
+                .filter(|s| s.runs())
+                .map(|s| s.probes_left_expected)
+                .sum(),
+            sequential_eta_s: groups.iter().map(|g| g.1).sum(),
+            parallel,
+            eta_s: parallel_wall_s(&groups, parallel, pool_gpus),
+        }
+    }
 }
 
 /// The spec of a server config (port 0 until launch).
@@ -366,7 +463,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             searches,
         });
     }
-    Plan {
+    let mut plan = Plan {
         campaign: c.name.clone(),
         groups,
         filtered_out,
@@ -378,8 +475,11 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
         cpu: opts.cpu,
         engine_build: opts.engine_build.clone(),
         engine_notes: engine_notes(c, opts),
+        totals: PlanTotals::default(),
         estimator: est,
-    }
+    };
+    plan.totals = plan.compute_totals(opts.parallel, c.hardware.gpus.len() as u32);
+    plan
 }
 
 /// The plan's lines about the engine build.
@@ -748,7 +848,6 @@ fn prior_for(
 /// Render the plan as a terminal table, optionally with launch commands.
 pub fn render(plan: &Plan, show_commands: bool) -> String {
     let mut out = String::new();
-    let mut total = 0.0;
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     if let Some(cpu) = plan.cpu {
         out.push_str(&cpu.describe());
@@ -763,7 +862,6 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
     }
     for g in &plan.groups {
         let eta = g.eta_s();
-        total += eta;
         let searches = match g.searches.len() {
             0 => String::new(),
             1 => ", 1 search".to_string(),
@@ -840,16 +938,7 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
             .cells
             .iter()
             .map(|c| {
-                *counts
-                    .entry(match c.verdict {
-                        Verdict::Run => "run",
-                        Verdict::Cached => "cached",
-                        Verdict::Stale | Verdict::NewVersion(_) => "stale",
-                        Verdict::Skip(_) => "skip",
-                        Verdict::CrashedBefore(_) => "skip (crashed before)",
-                        Verdict::Enough(_) => "not needed",
-                    })
-                    .or_default() += 1;
+                *counts.entry(c.verdict.kind()).or_default() += 1;
                 let mut verdict = c.verdict.label();
                 if !c.warnings.is_empty() {
                     verdict.push_str(&format!(" (warning: {})", c.warnings.join("; ")));
@@ -880,12 +969,20 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
     if summary.is_empty() {
         summary.push("nothing to measure".into());
     }
+    let t = &plan.totals;
     out.push_str(&format!(
         "total: {} servers to launch, {}; ETA {}",
-        plan.groups.iter().filter(|g| g.needs_launch()).count(),
+        t.servers_to_launch,
         summary.join(", "),
-        fmt_s(total)
+        fmt_s(t.eta_s)
     ));
+    if t.parallel > 1 {
+        out.push_str(&format!(
+            " with --parallel {} ({} one after another)",
+            t.parallel,
+            fmt_s(t.sequential_eta_s)
+        ));
+    }
     if plan.filtered_out > 0 {
         out.push_str(&format!(
             " ({} cells left out by --only)",
@@ -897,4 +994,26 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
         out.push_str(&format!("warning: unreadable stored result {u}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_run_side_by_side_as_slots_and_gpus_allow() {
+        let groups = [(4, 100.0), (4, 100.0), (2, 50.0), (1, 0.0)];
+        // One after another.
+        assert_eq!(parallel_wall_s(&groups, 1, 8), 250.0);
+        // Two at once on 8 GPUs: the TP2 group starts when the first ends.
+        assert_eq!(parallel_wall_s(&groups, 2, 8), 150.0);
+        // Three slots, but the TP2 group waits for GPUs.
+        assert_eq!(parallel_wall_s(&groups, 3, 8), 150.0);
+        assert_eq!(parallel_wall_s(&groups, 3, 10), 100.0);
+        // No GPU pool (CPU servers): slots alone limit.
+        assert_eq!(parallel_wall_s(&groups, 3, 0), 100.0);
+        // A group wider than the pool runs alone on all of it.
+        assert_eq!(parallel_wall_s(&[(8, 10.0), (8, 10.0)], 2, 4), 20.0);
+        assert_eq!(parallel_wall_s(&[], 4, 8), 0.0);
+    }
 }
