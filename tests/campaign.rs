@@ -2748,4 +2748,27 @@ num_requests = 8
         format!("{out}{err}").contains("with --parallel 3 ("),
         "{out}{err}"
     );
+    // And so does the run itself: its planned ETA and the time left when
+    // the first group starts are the wall time at three at once.
+    let log = dir.path().join("events.jsonl");
+    let (code, _, err) = run(&[
+        "run",
+        "--parallel",
+        "3",
+        "--log-json",
+        log.to_str().unwrap(),
+        path,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |kind: &str| events.iter().find(|e| e["event"] == kind).unwrap().clone();
+    let wall = three["eta_s"].as_f64().unwrap();
+    assert!((of("planned")["eta_s"].as_f64().unwrap() - wall).abs() < 1e-6);
+    let left = of("group_started")["eta_left_s"].as_f64().unwrap();
+    assert!((left / wall - 1.0).abs() < 0.1, "{left} vs {wall}");
+    assert!(left < 0.8 * sum, "{left} vs {sum} one after another");
 }

@@ -21,6 +21,8 @@ fn expected_probes(
 }
 
 struct Pending {
+    /// Its place in the run order.
+    order: usize,
     server: ServerConfig,
     cells: Vec<(String, WorkloadPoint)>,
     started: bool,
@@ -31,6 +33,10 @@ struct Pending {
 struct State {
     est: Estimator,
     groups: BTreeMap<String, Pending>,
+    /// Server groups run at once (`--parallel`).
+    parallel: usize,
+    /// GPUs in the pool the groups share (0: none).
+    pool_gpus: u32,
 }
 
 /// Remaining-time bookkeeping shared by the groups of a run.
@@ -39,11 +45,13 @@ pub struct LiveEta {
 }
 
 impl LiveEta {
-    /// Start from the plan's estimator and the groups about to run.
-    pub fn new(est: Estimator, groups: &[&ServerGroup]) -> Self {
+    /// Start from the plan's estimator and the groups about to run, at
+    /// most `parallel` at once on a pool of `pool_gpus` GPUs.
+    pub fn new(est: Estimator, groups: &[&ServerGroup], parallel: usize, pool_gpus: u32) -> Self {
         let groups = groups
             .iter()
-            .map(|g| {
+            .enumerate()
+            .map(|(order, g)| {
                 let cells = g
                     .cells
                     .iter()
@@ -59,6 +67,7 @@ impl LiveEta {
                 (
                     g.server.id.clone(),
                     Pending {
+                        order,
                         server: g.server.clone(),
                         cells,
                         started: false,
@@ -68,7 +77,12 @@ impl LiveEta {
             })
             .collect();
         Self {
-            state: Mutex::new(State { est, groups }),
+            state: Mutex::new(State {
+                est,
+                groups,
+                parallel,
+                pool_gpus,
+            }),
         }
     }
 
@@ -80,7 +94,7 @@ impl LiveEta {
     /// been sent `warmup` requests.
     pub fn started(&self, server: &str, startup_s: Option<f64>, warmup: u64) {
         let mut st = self.lock();
-        let State { est, groups } = &mut *st;
+        let State { est, groups, .. } = &mut *st;
         if let Some(g) = groups.get_mut(server) {
             g.started = true;
             g.sent += warmup;
@@ -99,7 +113,7 @@ impl LiveEta {
     /// says how fast the server is.
     pub fn finished(&self, server: &str, cell: &str, wall_s: f64, measured_s: Option<f64>) {
         let mut st = self.lock();
-        let State { est, groups } = &mut *st;
+        let State { est, groups, .. } = &mut *st;
         let Some(g) = groups.get_mut(server) else {
             return;
         };
@@ -143,10 +157,12 @@ impl LiveEta {
     }
 
     /// Estimated time left for everything not yet run, s, leaving out
-    /// `except` (a cell in flight, shown separately).
+    /// `except` (a cell in flight, shown separately): the groups running
+    /// now, then the rest in order, `parallel` at once on their GPUs.
     pub fn left_s(&self, except: Option<(&str, &str)>) -> f64 {
         let st = self.lock();
-        st.groups
+        let mut left: Vec<(bool, usize, u32, f64)> = st
+            .groups
             .iter()
             .map(|(id, g)| {
                 let cells: Vec<&WorkloadPoint> = g
@@ -156,8 +172,12 @@ impl LiveEta {
                     .map(|(_, w)| w)
                     .collect();
                 let startup = if g.started { 0.0 } else { st.est.startup_s(id) };
-                startup + st.est.cells_s_after(id, &cells, g.sent).iter().sum::<f64>()
+                let s = startup + st.est.cells_s_after(id, &cells, g.sent).iter().sum::<f64>();
+                (!g.started, g.order, g.server.tp.max(1), s)
             })
-            .sum()
+            .collect();
+        left.sort_by_key(|l| (l.0, l.1));
+        let groups: Vec<(u32, f64)> = left.iter().map(|l| (l.2, l.3)).collect();
+        crate::plan::parallel_wall_s(&groups, st.parallel, st.pool_gpus)
     }
 }

@@ -146,7 +146,7 @@ pub async fn run_campaign(
             .flat_map(|g| &g.cells)
             .filter(|cell| cell.verdict.runs())
             .count(),
-        eta_s: plan.groups.iter().map(ServerGroup::eta_s).sum(),
+        eta_s: plan.totals.eta_s,
         rendered: plan::render(&plan, false),
     });
     if let Some(line) = crate::launcher::slurm::plan_summary(c, &plan) {
@@ -191,7 +191,12 @@ pub async fn run_campaign(
         .await?;
     } else {
         let groups: Vec<&ServerGroup> = plan.groups.iter().filter(|g| g.needs_launch()).collect();
-        let live = eta::LiveEta::new(plan.estimator.clone(), &groups);
+        let live = eta::LiveEta::new(
+            plan.estimator.clone(),
+            &groups,
+            opts.parallel,
+            c.hardware.gpus.len() as u32,
+        );
         let leaders = search::Leaders::from_stored(c, &plan.groups, &store);
         parallel::run_groups(
             c,
