@@ -185,7 +185,11 @@ impl Speed {
         let units = w.num_requests.map(|n| (n + w.warmup) as f64);
         let by_count = match w.load {
             LoadShape::Concurrency { value } => {
-                let running = (value as f64).min(cap);
+                // No more run at once than the server admits or the units
+                // (requests, or sessions of turns in sequence) there are.
+                let running = (value as f64)
+                    .min(cap)
+                    .min(units.unwrap_or(f64::MAX).max(1.0));
                 let one = self.request_s(input, output, running) * per_unit;
                 units.map(|n| (n / running).ceil() * one)
             }
@@ -915,6 +919,25 @@ mod tests {
             seed: 0,
             repetition: 0,
         }
+    }
+
+    #[test]
+    fn no_more_run_at_once_than_there_are_units_or_server_slots() {
+        let s = guessed_speed(50.0, 5000.0);
+        let mut sp = s.clone();
+        sp.step_per_seq_s = 0.001;
+        // Two requests at concurrency 4 take as long as at concurrency 2.
+        assert_eq!(
+            sp.load_s(&point(4, 2, 128, 64)),
+            sp.load_s(&point(2, 2, 128, 64))
+        );
+        assert!(sp.load_s(&point(4, 2, 128, 64)) < sp.load_s(&point(4, 4, 128, 64)));
+        // A server that runs two at a time: concurrency 8 is concurrency 2.
+        sp.max_running = Some(2);
+        assert_eq!(
+            sp.load_s(&point(8, 16, 128, 64)),
+            sp.load_s(&point(2, 16, 128, 64))
+        );
     }
 
     fn sim(args: &[&str]) -> SimConfig {
