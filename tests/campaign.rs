@@ -2617,10 +2617,13 @@ config = "{model}"
 [engine]
 kind = "vllm"
 [hardware]
-gpus = [0, 1]
+gpus = [0, 1, 2, 3]
 {hardware}
 [[server]]
 id = "ar"
+[[server]]
+id = "tp4"
+tp = 4
 [[workload]]
 name = "w"
 input_len = 512
@@ -2631,12 +2634,13 @@ num_requests = 4
             ),
         )
     };
-    let basis = |hardware: &str| {
+    let bases = |hardware: &str| {
         let (code, json, err) = run(&["plan", "--json", campaign(hardware).to_str().unwrap()]);
         assert_eq!(code, 0, "{hardware}: {err}");
         let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
-        plan["groups"][0]["eta_basis"].as_str().unwrap().to_string()
+        [0, 1].map(|i| plan["groups"][i]["eta_basis"].as_str().unwrap().to_string())
     };
+    let basis = |hardware: &str| bases(hardware)[0].clone();
     // A workstation part the table knows, by any of its names.
     let pro = basis("gpu = \"RTX PRO 6000 Blackwell\"");
     assert!(pro.contains("rtx-pro-6000 1.79 TB/s"), "{pro}");
@@ -2648,11 +2652,16 @@ num_requests = 4
     let tuned = basis("gpu = \"h100\"\ngpu_bandwidth = \"3TB/s\"\ngpu_bf16_tflops = 800");
     assert!(tuned.contains("h100 3.00 TB/s"), "{tuned}");
     assert!(tuned.contains("800 TFLOPS BF16 declared"), "{tuned}");
-    // Nothing declared: the plan says it fell back, and why.
-    let none = basis("");
+    // Nothing declared: the plan says it fell back, and why; four GPUs are
+    // faster than one by a stated share.
+    let [none, tp4] = bases("");
     assert!(
         none.contains("default guesses") && none.contains("no GPU model or bandwidth is declared"),
         "{none}"
+    );
+    assert!(
+        tp4.contains("×2.89 for TP4 (85 % kept per doubling)"),
+        "{tp4}"
     );
     // A name it does not know, without a bandwidth: refused where it is written.
     let (code, _, err) = run(&["plan", campaign("gpu = \"x9000\"").to_str().unwrap()]);

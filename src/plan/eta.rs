@@ -35,6 +35,16 @@ pub const PREFILL_MFU: f64 = 0.4;
 pub const GPU_STEP_OVERHEAD_S: f64 = 0.002;
 /// Extra cost per step of each tensor-parallel all-reduce round, s per layer.
 pub const TP_ALLREDUCE_S_PER_LAYER: f64 = 25e-6;
+/// Speed-up kept per doubling of the tensor-parallel size when the plan
+/// has no GPU model to weigh bytes and all-reduces with: 85 %, so TP2 is
+/// 1.7× and TP4 2.9× one GPU (decode and prefill alike).
+pub const TP_DOUBLING_EFFICIENCY: f64 = 0.85;
+
+/// Speed of `tp` GPUs over one, at [`TP_DOUBLING_EFFICIENCY`] per doubling.
+pub fn tp_speedup(tp: u32) -> f64 {
+    let tp = f64::from(tp.max(1));
+    tp * TP_DOUBLING_EFFICIENCY.powf(tp.log2())
+}
 /// Effective bytes/s one CPU thread streams through the weights in a
 /// llama.cpp decode step, on the reference machine
 /// ([`REFERENCE_PROBE_BYTES_PER_S`]): SmolLM2-135M Q4_1 (98 MB) decoded at
@@ -635,6 +645,17 @@ pub fn prior_speed(
                 "default guesses ({} tok/s decode, {} tok/s prefill), since {why}",
                 c.run.decode_tok_s_estimate, c.run.prefill_tok_s_estimate
             );
+            // The defaults are one GPU's; more GPUs are faster, not free.
+            if s.tp > 1 {
+                let x = tp_speedup(s.tp);
+                g.step_base_s /= x;
+                g.prefill_tok_s *= x;
+                g.basis.push_str(&format!(
+                    "; ×{x:.2} for TP{} ({:.0} % kept per doubling)",
+                    s.tp,
+                    TP_DOUBLING_EFFICIENCY * 100.0
+                ));
+            }
         }
         g
     });
@@ -919,6 +940,14 @@ mod tests {
             seed: 0,
             repetition: 0,
         }
+    }
+
+    #[test]
+    fn more_gpus_are_faster_by_a_stated_share_per_doubling() {
+        assert_eq!(tp_speedup(1), 1.0);
+        assert!((tp_speedup(2) - 1.7).abs() < 1e-12);
+        assert!((tp_speedup(4) - 4.0 * 0.85 * 0.85).abs() < 1e-12);
+        assert!(tp_speedup(8) > tp_speedup(4) && tp_speedup(8) < 8.0);
     }
 
     #[test]
