@@ -2253,10 +2253,17 @@ fn compare_exits_3_naming_the_pass_rate_and_agreement_drop_of_a_server_that_star
     ] {
         assert!(out.contains(l), "lacks {l}:\n{out}");
     }
-    // The same set against itself: nothing dropped.
+    // The same set against itself: nothing dropped, and every cell compared
+    // with itself, not with the cell of its twin (the two servers share
+    // settings, so their cells share an identity): every change is zero.
     let (code, out, _) = run(&["compare", b.to_str().unwrap(), b.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("0 regression(s) flagged"), "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains(" identity")).collect();
+    assert!(rows.len() >= 10, "{out}");
+    for row in rows {
+        assert!(row.contains("+0.0%"), "{row}");
+    }
 }
 
 #[test]

@@ -141,25 +141,30 @@ pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison 
         .map(|c| ((c.server_id.as_str(), c.cell_name.as_str()), c))
         .collect();
     let mut notes = Vec::new();
-    let mut used: HashSet<&str> = HashSet::new();
+    let mut used: HashSet<(&str, &str)> = HashSet::new();
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     let mut changed_identity = 0usize;
     for n in &new.cells {
-        let (b, how) = match by_id.get(n.identity.as_str()) {
-            Some(b) => (Some(*b), "identity"),
-            None => match by_loc.get(&(n.server_id.as_str(), n.cell_name.as_str())) {
-                Some(b) => {
-                    changed_identity += 1;
-                    (Some(*b), "server+cell")
-                }
-                None => (None, ""),
-            },
+        // The same server and cell with the same identity first: two
+        // servers of identical settings share an identity, and each is
+        // compared with itself, not with its twin.
+        let here = by_loc
+            .get(&(n.server_id.as_str(), n.cell_name.as_str()))
+            .copied();
+        let (b, how) = match (here, by_id.get(n.identity.as_str())) {
+            (Some(b), _) if b.identity == n.identity => (Some(b), "identity"),
+            (_, Some(b)) => (Some(*b), "identity"),
+            (Some(b), None) => {
+                changed_identity += 1;
+                (Some(b), "server+cell")
+            }
+            (None, None) => (None, ""),
         };
         let Some(b) = b else {
             notes.push(format!("{}/{}: only in NEW", n.server_id, n.cell_name));
             continue;
         };
-        used.insert(b.identity.as_str());
+        used.insert((b.server_id.as_str(), b.cell_name.as_str()));
         let g = groups
             .entry((n.server_id.clone(), point_of(n)))
             .or_insert_with(|| (how.to_string(), Vec::new(), Vec::new()));
@@ -176,7 +181,7 @@ pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison 
         );
     }
     for b in &base.cells {
-        if !used.contains(b.identity.as_str()) {
+        if !used.contains(&(b.server_id.as_str(), b.cell_name.as_str())) {
             notes.push(format!("{}/{}: only in BASE", b.server_id, b.cell_name));
         }
     }
