@@ -230,12 +230,7 @@ pub fn check_args(a: &BenchArgs) -> anyhow::Result<()> {
 
 fn resolve_prompts(a: &BenchArgs) -> anyhow::Result<Prompts> {
     if let Some(path) = &a.trace {
-        let seconds = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<f64>> {
-            v.as_deref()
-                .map(|s| parse_duration(s).map(|d| d.as_secs_f64()))
-                .transpose()
-                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
-        };
+        let seconds = super::seconds_flag;
         let settings = crate::workload::trace::ReplaySettings {
             // Each level sets its own; the first is checked here.
             time_scale: 1.0,

@@ -25,6 +25,14 @@ pub const EXIT_ERROR: u8 = 1;
 /// Exit code after an interrupt (128 + SIGINT).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
+/// An optional duration flag (`10m`, `30s`) in seconds, its error naming the flag.
+pub fn seconds_flag(flag: &str, v: &Option<String>) -> anyhow::Result<Option<f64>> {
+    v.as_deref()
+        .map(|s| crate::util::units::parse_duration(s).map(|d| d.as_secs_f64()))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+}
+
 /// Run a parsed command line to completion.
 pub async fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     let cancel = CancellationToken::new();

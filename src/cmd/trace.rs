@@ -8,18 +8,12 @@ use crate::cli::TraceArgs;
 use crate::metrics::stats::Stats;
 use crate::metrics::trace_shape::TraceShape;
 use crate::util::table;
-use crate::util::units::parse_duration;
 use crate::workload::prefix_reuse::PrefixReuse;
 use crate::workload::trace::{self, ReplaySettings, TraceFormat};
 
 /// `servebench trace FILE`: print the shape of a trace.
 pub fn run(a: TraceArgs) -> anyhow::Result<ExitCode> {
-    let seconds = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<f64>> {
-        v.as_deref()
-            .map(|s| parse_duration(s).map(|d| d.as_secs_f64()))
-            .transpose()
-            .map_err(|e| anyhow!("{flag}: {e}"))
-    };
+    let seconds = super::seconds_flag;
     let settings = ReplaySettings {
         start_s: seconds("--trace-start", &a.trace_start)?.unwrap_or(0.0),
         end_s: seconds("--trace-end", &a.trace_end)?,

@@ -17,6 +17,7 @@ use super::charts::{Chart, ChartKind, ChartSection, Series, SeriesStyle};
 use crate::client::record::RequestRecord;
 use crate::load::schedule::LoadShape;
 use crate::metrics::goodput::meets;
+use crate::metrics::level::PredictedReuse;
 use crate::metrics::stats::Stats;
 use crate::metrics::trace_shape::default_window_s;
 use crate::store::CellResult;
@@ -108,17 +109,9 @@ fn window_row(c: &CellResult, start_s: f64, length_s: f64, reqs: &[&RequestRecor
             .count() as f64
             / reqs.len() as f64
     });
-    let ratio = |f: &dyn Fn(&RequestRecord) -> Option<u64>| {
-        let (mut num, mut den) = (0u64, 0u64);
-        for r in &ok {
-            let (Some(n), Some(p)) = (f(r), r.input_tokens.or(r.planned_input_tokens)) else {
-                return None;
-            };
-            num += n.min(p);
-            den += p;
-        }
-        (den > 0).then(|| num as f64 / den as f64)
-    };
+    // The level's own tally over the window's requests: predicted, and
+    // served where the server reported it for every one.
+    let reuse = PredictedReuse::of(reqs.iter().copied(), 1);
     TraceWindow {
         server_id: c.server_id.clone(),
         cell_name: c.cell_name.clone(),
@@ -130,8 +123,11 @@ fn window_row(c: &CellResult, start_s: f64, length_s: f64, reqs: &[&RequestRecor
         ttft_p99_ms: ttft.map(|s| s.p99),
         e2e_p99_ms: e2e.map(|s| s.p99),
         slo_attainment,
-        predicted_hit_rate: ratio(&|r| r.predicted_cached_tokens),
-        served_hit_rate: ratio(&|r| r.cached_tokens),
+        predicted_hit_rate: reuse.map(|p| p.hit_rate),
+        served_hit_rate: reuse.and_then(|p| {
+            p.reported_cached_tokens
+                .map(|t| t as f64 / p.prompt_tokens as f64)
+        }),
     }
 }
 
