@@ -6,8 +6,9 @@ plan), runs `servebench plan`, then `servebench run` with every progress line
 timestamped, and prints:
 
   - the first plan's ETA against the run's wall time;
-  - after the first cell of each server, the "campaign ETA left" the run
-    printed against the time the run actually still took.
+  - after the first cell of each server, and after each server's last
+    cell (so after the first config of each shape too), the "campaign ETA
+    left" the run printed against the time the run actually still took.
 
 Usage: scripts/eta-accuracy.py CAMPAIGN.toml [--bin PATH] [--keep DIR]
 The copy sits beside the original (relative paths in it still resolve) and
@@ -102,12 +103,31 @@ def measure(a, src, camp, results):
         if m and server and seen_cell and (not checkpoints or checkpoints[-1][0] != server):
             checkpoints.append((server, t, seconds(m.group(1))))
 
+    # After each server's last cell: the last "campaign ETA left" before the next server.
+    ends = []
+    server, last = None, None
+    for t, line in lines:
+        m = re.match(r"^== server (\S+)", line)
+        if m:
+            if server and last:
+                ends.append((server, *last))
+            server, last = m.group(1), None
+            continue
+        m = re.match(r"^\s+campaign ETA left: (\S+)$", line)
+        if m and server:
+            last = (t, seconds(m.group(1)))
+
     print(f"campaign: {src}")
     print(f"run exit status: {proc.returncode}")
     print(f"first plan ETA {first_eta:.0f} s, run took {wall:.1f} s: "
           f"{pct(first_eta, wall):+.0f} %")
     print("after the first cell of each server (remaining: estimated vs actual):")
     for srv, t, left in checkpoints:
+        actual = wall - t
+        print(f"  {srv:<20} at {t:6.1f} s: {left:5.0f} s vs {actual:6.1f} s  "
+              f"{left - actual:+6.1f} s  {pct(left, actual):+.0f} %")
+    print("after each server but the last (remaining: estimated vs actual):")
+    for srv, t, left in ends:
         actual = wall - t
         print(f"  {srv:<20} at {t:6.1f} s: {left:5.0f} s vs {actual:6.1f} s  "
               f"{left - actual:+6.1f} s  {pct(left, actual):+.0f} %")

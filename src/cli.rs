@@ -30,6 +30,9 @@ pub enum Command {
     /// One-shot load against an already running OpenAI-compatible endpoint.
     Bench(Box<BenchArgs>),
     /// Run the built-in simulated OpenAI-compatible server.
+    // A flag given twice takes its last value: a server's own args override
+    // the engine's args they follow.
+    #[command(args_override_self = true)]
     Sim(SimArgs),
     /// Estimate GPU memory, KV capacity and feasibility of one server config.
     Memory(MemoryArgs),

@@ -973,6 +973,31 @@ fn plan_counts_the_drafter_reads_engine_flags_and_gives_one_running_cap_per_serv
         }
     }
     assert!(capped > 0);
+    // The ETA runs no more at once than that cap: on a server that runs one
+    // request at a time, concurrency 8 takes as long as concurrency 1.
+    let one_at_a_time = plan
+        .groups
+        .iter()
+        .find(|g| {
+            g.memory
+                .as_ref()
+                .is_some_and(|m| m.max_running_requests == 1)
+        })
+        .expect("a server whose state slots allow one request");
+    let eta = |name: &str| {
+        one_at_a_time
+            .cells
+            .iter()
+            .find(|cell| cell.name == name)
+            .map(|cell| cell.eta_s)
+            .unwrap()
+    };
+    assert_eq!(
+        eta("decode-kinds-out256-c1"),
+        eta("decode-kinds-out256-c8"),
+        "{}",
+        one_at_a_time.server.id
+    );
     let (code, stdout, _) = run(&["plan", c.file.to_str().unwrap()]);
     assert_eq!(code, 0, "{stdout}");
     assert!(

@@ -408,7 +408,7 @@ pub struct RawRun {
     /// Start-up time for the ETA, overriding the per-engine prior (sim/llama.cpp ~1 s, vLLM/SGLang ~1 min + weight loading).
     #[serde(default)]
     pub startup_estimate: Option<Spanned<String>>,
-    /// Per-request decode speed for the ETA, tokens/s, overriding the GPU/CPU prior (used when there is none: 50).
+    /// Per-request decode speed for the ETA, tokens/s, of one GPU without drafting, overriding the GPU/CPU prior (used when there is none: 50); TP and drafting priors apply on top.
     #[serde(default)]
     pub decode_tok_s_estimate: Option<f64>,
     /// Prefill speed for the ETA, tokens/s, overriding the prior (used when there is none: 5000).

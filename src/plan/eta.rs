@@ -159,6 +159,13 @@ pub struct Speed {
     pub kv_s_per_token: f64,
     /// Tokens a sequence gains per step (> 1 with speculative decoding).
     pub tokens_per_step: f64,
+    /// Compute time of one token of one sequence in a decode step, s: a
+    /// step is never shorter than its running sequences' verified tokens
+    /// take to compute (0: steps are memory-bound only).
+    pub compute_s_per_token: f64,
+    /// Tokens each running sequence has verified per step (1, or the
+    /// speculative drafts plus one).
+    pub verified_per_step: f64,
     /// Most sequences the server runs at once.
     pub max_running: Option<u64>,
     /// Requests after which the server dies (simulator fault), counted from its start.
@@ -171,8 +178,7 @@ impl Speed {
     /// Seconds one request of `input` prompt and `output` tokens takes with `running` in flight.
     pub fn request_s(&self, input: f64, output: f64, running: f64) -> f64 {
         let running = running.max(1.0);
-        let prefill = input / self.prefill_tok_s.max(1e-9)
-            * (1.0 + self.prefill_quadratic_tokens.map_or(0.0, |l| input / l));
+        let prefill = self.prefill_s(input);
         // A queue of prefills: on average a request waits for half the others.
         let prefill = if self.serial_prefill {
             prefill * (1.0 + running) / 2.0
@@ -181,18 +187,47 @@ impl Speed {
         };
         let steps = (output / self.tokens_per_step.max(1.0)).ceil();
         let context = input + output / 2.0;
-        self.request_overhead_s
-            + prefill
-            + steps
-                * (self.step_base_s
-                    + running * (self.step_per_seq_s + self.kv_s_per_token * context))
+        let memory =
+            self.step_base_s + running * (self.step_per_seq_s + self.kv_s_per_token * context);
+        let compute = running * self.verified_per_step.max(1.0) * self.compute_s_per_token;
+        self.request_overhead_s + prefill + steps * memory.max(compute)
+    }
+
+    /// Seconds the prefill of one `input`-token prompt takes alone.
+    pub fn prefill_s(&self, input: f64) -> f64 {
+        input / self.prefill_tok_s.max(1e-9)
+            * (1.0 + self.prefill_quadratic_tokens.map_or(0.0, |l| input / l))
+    }
+
+    /// Seconds of prefill one unit of `w` needs: its prompt, or every turn's.
+    fn unit_prefill_s(&self, w: &WorkloadPoint) -> f64 {
+        match session_turns(w) {
+            Some(turns) => turns.iter().map(|t| self.prefill_s(t.input)).sum(),
+            None => self.prefill_s(request_shape(w).0),
+        }
+    }
+
+    /// Seconds one unit of `w` takes with `running` in flight: a request,
+    /// or a session's turns one after another, each resending the
+    /// conversation so far, with the pauses between them.
+    pub fn unit_s(&self, w: &WorkloadPoint, running: f64) -> f64 {
+        match session_turns(w) {
+            Some(turns) => turns
+                .iter()
+                .map(|t| t.pause_s + self.request_s(t.input, t.output, running))
+                .sum(),
+            None => {
+                let (input, output) = request_shape(w);
+                self.request_s(input, output, running)
+            }
+        }
     }
 
     /// Seconds the load of `w` takes (warm-up included, servebench's own overhead not).
     pub fn load_s(&self, w: &WorkloadPoint) -> f64 {
-        let (input, output, per_unit) = request_shape(w);
         let cap = self.max_running.unwrap_or(u64::MAX).max(1) as f64;
         let units = w.num_requests.map(|n| (n + w.warmup) as f64);
+        let one_alone = self.unit_s(w, 1.0);
         let by_count = match w.load {
             LoadShape::Concurrency { value } => {
                 // No more run at once than the server admits or the units
@@ -200,77 +235,108 @@ impl Speed {
                 let running = (value as f64)
                     .min(cap)
                     .min(units.unwrap_or(f64::MAX).max(1.0));
-                let one = self.request_s(input, output, running) * per_unit;
-                units.map(|n| (n / running).ceil() * one)
+                let one = self.unit_s(w, running);
+                // Prefills that queue for one compute unit are a floor:
+                // sixteen 100k-token prompts take sixteen prefills at any
+                // concurrency.
+                let prefills = if self.serial_prefill {
+                    self.unit_prefill_s(w)
+                } else {
+                    0.0
+                };
+                units.map(|n| ((n / running).ceil() * one).max(n * prefills))
             }
             LoadShape::Rate {
                 value,
                 max_concurrency,
                 ..
             } => {
-                let one_alone = self.request_s(input, output, 1.0) * per_unit;
                 // In flight at this rate (Little's law), capped by the server and the client.
                 let limit = cap.min(max_concurrency.map(f64::from).unwrap_or(f64::MAX));
                 let running = (value * one_alone).clamp(1.0, limit);
-                let one = self.request_s(input, output, running) * per_unit;
+                let one = self.unit_s(w, running);
                 let served = running / one;
                 units.map(|n| n / value.min(served) + one)
             }
             // The trace's schedule at its scale, and the last request.
             LoadShape::Replay { time_scale, .. } => match &w.source {
-                PromptSource::Trace { span_s, .. } => {
-                    Some(span_s / time_scale + self.request_s(input, output, 1.0) * per_unit)
-                }
-                _ => units.map(|n| n * self.request_s(input, output, 1.0) * per_unit),
+                PromptSource::Trace { span_s, .. } => Some(span_s / time_scale + one_alone),
+                _ => units.map(|n| n * one_alone),
             },
         };
-        let one = self.request_s(input, output, 1.0) * per_unit;
         match (by_count, w.duration_s) {
-            (Some(a), Some(d)) => a.min(d + one),
+            (Some(a), Some(d)) => a.min(d + one_alone),
             (Some(a), None) => a,
-            (None, Some(d)) => d + one,
-            (None, None) => one,
+            (None, Some(d)) => d + one_alone,
+            (None, None) => one_alone,
         }
     }
 }
 
-/// Prompt tokens, output tokens and requests per unit (turns of a session) of a workload.
-pub fn request_shape(w: &WorkloadPoint) -> (f64, f64, f64) {
+/// Template tokens a chat message adds around its content, as the plan
+/// counts them (chat templates add a few per message).
+const CHAT_TOKENS_PER_MESSAGE: f64 = 4.0;
+
+/// Mean prompt and output tokens of one request of a workload that is not
+/// a session (a session's turns: [`session_turns`]).
+pub fn request_shape(w: &WorkloadPoint) -> (f64, f64) {
     match &w.source {
-        PromptSource::Synthetic => (w.input_len as f64, w.output_len as f64, 1.0),
+        PromptSource::Synthetic => (w.input_len as f64, w.output_len as f64),
         PromptSource::PromptKinds { kinds } => {
-            (kinds_prompt_words(kinds) + 12.0, w.output_len as f64, 1.0)
+            (kinds_prompt_words(kinds) + 12.0, w.output_len as f64)
         }
-        PromptSource::Dataset { .. } => (256.0, w.output_len as f64, 1.0),
+        PromptSource::Dataset { .. } | PromptSource::Scenario { .. } => {
+            (256.0, w.output_len as f64)
+        }
         PromptSource::Trace {
             mean_input,
             mean_output,
             ..
-        } => (*mean_input, *mean_output, 1.0),
-        PromptSource::Scenario { name } => match crate::workload::session::resolve(name) {
-            Ok(sc) => {
-                let turns = sc.turns.len().max(1) as f64;
-                let out: f64 = sc
-                    .turns
-                    .iter()
-                    .map(|t| {
-                        t.output_len
-                            .map(|o| o as f64)
-                            .unwrap_or(w.output_len as f64)
-                    })
-                    .sum::<f64>()
-                    / turns;
-                let words: f64 = sc
-                    .turns
-                    .iter()
-                    .map(|t| t.user.split_whitespace().count() as f64)
-                    .sum::<f64>();
-                // Each turn resends the conversation so far: about half of it on average.
-                ((words + out * turns) / 2.0, out, turns)
-            }
-            Err(_) => (256.0, w.output_len as f64, 1.0),
-        },
+        } => (*mean_input, *mean_output),
     }
+}
+
+/// One turn of a session as the plan counts it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TurnShape {
+    /// The pause before this turn is sent (the think time after the last), s.
+    pub pause_s: f64,
+    /// Prompt tokens: the whole conversation so far and this turn's message.
+    pub input: f64,
+    /// Output tokens: the turn's own length, capped by the workload's.
+    pub output: f64,
+}
+
+/// The turns of a session workload in order (`None`: not a session, or its
+/// scenario does not resolve), with prompts counted one token per word.
+pub fn session_turns(w: &WorkloadPoint) -> Option<Vec<TurnShape>> {
+    let PromptSource::Scenario { name } = &w.source else {
+        return None;
+    };
+    let sc = crate::workload::session::resolve(name).ok()?;
+    let words = |s: &str| s.split_whitespace().count() as f64;
+    let mut context = 3.0
+        + sc.system
+            .as_deref()
+            .map_or(0.0, |s| words(s) + CHAT_TOKENS_PER_MESSAGE);
+    let mut pause_s = 0.0;
+    let mut out = Vec::with_capacity(sc.turns.len());
+    for turn in &sc.turns {
+        // As the driver sends it: the turn's length, capped by the workload's.
+        let output = turn
+            .output_len
+            .map_or(w.output_len, |n| (n as u64).min(w.output_len)) as f64;
+        context += words(&turn.user) + CHAT_TOKENS_PER_MESSAGE;
+        out.push(TurnShape {
+            pause_s,
+            input: context,
+            output,
+        });
+        // The answer joins the conversation the next turn resends.
+        context += output + CHAT_TOKENS_PER_MESSAGE;
+        pause_s = turn.think_time().as_secs_f64();
+    }
+    Some(out)
 }
 
 /// Mean word count of the built-in prompts of the given kinds.
@@ -301,6 +367,9 @@ pub struct Facts {
     pub layers: Option<u32>,
     /// The GPU's figures, when named or declared.
     pub gpu: Option<GpuFigures>,
+    /// Most requests the memory model lets the server run at once (KV
+    /// cache, recurrent-state slots), when it knows.
+    pub max_running: Option<u64>,
 }
 
 /// Start-up prior, s: sim and llama.cpp start in about a second, vLLM and
@@ -360,6 +429,7 @@ pub fn stop_prior_s(engine: EngineKind) -> f64 {
 pub fn sim_config(argv: &[String]) -> Option<SimConfig> {
     use clap::Parser;
     #[derive(clap::Parser)]
+    #[command(args_override_self = true)]
     struct Wrapper {
         #[command(flatten)]
         args: crate::cli::SimArgs,
@@ -396,6 +466,8 @@ pub fn sim_speed(cfg: &SimConfig) -> Speed {
         step_per_seq_s: cfg.decode_step_per_seq_ms * factor / 1000.0,
         kv_s_per_token: 0.0,
         tokens_per_step,
+        compute_s_per_token: 0.0,
+        verified_per_step: 1.0,
         max_running: Some(cfg.max_running_requests as u64),
         crash_after: cfg.crash_after,
         basis: format!(
@@ -425,12 +497,16 @@ pub fn gpu_speed(gpu: &GpuFigures, weights: f64, kv_per_token: f64, layers: u32,
     Speed {
         request_overhead_s: 0.005,
         prefill_tok_s: gpu.bf16_flops * PREFILL_MFU / flops_per_token.max(1.0),
-        serial_prefill: false,
+        // Prefills share the GPU's compute: concurrent ones queue.
+        serial_prefill: true,
         prefill_quadratic_tokens: None,
         step_base_s: weights / bw + GPU_STEP_OVERHEAD_S + comm,
         step_per_seq_s: 0.0,
         kv_s_per_token: kv_per_token / bw,
         tokens_per_step: 1.0,
+        // At large batches a step is compute-bound, at the prefill's share of peak.
+        compute_s_per_token: flops_per_token / (gpu.bf16_flops * PREFILL_MFU).max(1.0),
+        verified_per_step: 1.0,
         max_running: None,
         crash_after: None,
         basis: format!(
@@ -472,6 +548,8 @@ pub fn cpu_speed(engine: EngineKind, model_bytes: f64, threads: u32, cpu: CpuSpe
             step_per_seq_s: CPU_STEP_SHARE_PER_SEQ * t1,
             kv_s_per_token: 0.0,
             tokens_per_step: 1.0,
+            compute_s_per_token: 0.0,
+            verified_per_step: 1.0,
             max_running: None,
             crash_after: None,
             basis,
@@ -487,10 +565,107 @@ pub fn cpu_speed(engine: EngineKind, model_bytes: f64, threads: u32, cpu: CpuSpe
             step_per_seq_s: CPU_ENGINE_STEP_SHARE_PER_SEQ * t1,
             kv_s_per_token: 0.0,
             tokens_per_step: 1.0,
+            compute_s_per_token: 0.0,
+            verified_per_step: 1.0,
             max_running: None,
             crash_after: None,
             basis,
         },
+    }
+}
+
+/// What the plan assumes of a speculative method before any cell of it ran
+/// (the per-server calibration then corrects it from measured cells).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpecPrior {
+    /// Tokens drafted per step.
+    pub drafted: f64,
+    /// Chance each successive drafted token is accepted, given the ones before it were.
+    pub acceptance: f64,
+    /// A step's memory-bound cost over an autoregressive one (the drafter's passes).
+    pub step_factor: f64,
+    /// Tokens each sequence has verified per step.
+    pub verified: f64,
+}
+
+impl SpecPrior {
+    /// Expected tokens a sequence gains per step: 1 + Σ acceptance^i over the drafts.
+    pub fn tokens_per_step(&self) -> f64 {
+        crate::sim::model::expected_tokens_per_step(self.drafted.round() as u32, self.acceptance)
+    }
+
+    /// The prior of one server's drafting on `engine`. Acceptance per drafted
+    /// position is a published-order figure per method (EAGLE 0.7, EAGLE-3
+    /// and MTP 0.8, a DFlash block 0.85, a DDTree tree 0.88, a separate draft
+    /// model 0.6, n-gram lookup 0.4, anything else 0.6); the budget is read
+    /// in the engine's meaning (SGLang counts the root in
+    /// `num_draft_tokens`, a DFlash block holds the last verified token).
+    pub fn of(engine: EngineKind, spec: &crate::engine::Speculative) -> SpecPrior {
+        use crate::engine::SpecMethod as M;
+        let n = spec.num_draft_tokens.map(f64::from);
+        let root = if engine == EngineKind::Sglang {
+            1.0
+        } else {
+            0.0
+        };
+        let chain = |default: f64| (n.map_or(default, |n| n - root)).max(1.0);
+        let (drafted, acceptance, step_factor, verified) = match spec.method {
+            Some(M::Eagle) => {
+                let k = chain(3.0);
+                (k, 0.7, 1.0 + 0.05 * k, k + 1.0)
+            }
+            Some(M::Eagle3) | Some(M::Mtp) => {
+                let k = chain(if spec.method == Some(M::Mtp) {
+                    1.0
+                } else {
+                    3.0
+                });
+                (k, 0.8, 1.0 + 0.05 * k, k + 1.0)
+            }
+            Some(M::Dflash) => {
+                let k = (n.unwrap_or(16.0) - 1.0).max(1.0);
+                (k, 0.85, 1.1, k + 1.0)
+            }
+            // The tree's nodes are all verified; the accepted path is one branch.
+            Some(M::Ddtree) => {
+                let b = n.unwrap_or(16.0).max(1.0);
+                (b.min(15.0), 0.88, 1.15, b + 1.0)
+            }
+            Some(M::DraftModel) => {
+                let k = chain(4.0);
+                (k, 0.6, 1.0 + 0.1 * k, k + 1.0)
+            }
+            Some(M::Ngram) => {
+                let k = chain(4.0);
+                (k, 0.4, 1.02, k + 1.0)
+            }
+            None => {
+                let k = n.unwrap_or(4.0).max(1.0);
+                (k, 0.6, 1.2, k + 1.0)
+            }
+        };
+        SpecPrior {
+            drafted,
+            acceptance,
+            step_factor,
+            verified,
+        }
+    }
+
+    /// `speed` with this drafting applied, said in its basis.
+    pub fn apply(&self, speed: &mut Speed, name: &str) {
+        let tps = self.tokens_per_step();
+        speed.tokens_per_step = tps;
+        speed.verified_per_step = self.verified;
+        speed.step_base_s *= self.step_factor;
+        speed.step_per_seq_s *= self.step_factor;
+        speed.basis.push_str(&format!(
+            "; {name} prior: {:.0} drafts at {:.0} % acceptance each, {tps:.2} tokens/step, steps ×{:.2}, {:.0} tokens verified",
+            self.drafted,
+            self.acceptance * 100.0,
+            self.step_factor,
+            self.verified
+        ));
     }
 }
 
@@ -499,12 +674,16 @@ pub fn guessed_speed(decode_tok_s: f64, prefill_tok_s: f64) -> Speed {
     Speed {
         request_overhead_s: 0.0,
         prefill_tok_s,
-        serial_prefill: false,
+        // A prefill rate is the GPU's: concurrent prompts share it.
+        serial_prefill: true,
         prefill_quadratic_tokens: None,
         step_base_s: 1.0 / decode_tok_s.max(1e-6),
         step_per_seq_s: 0.0,
         kv_s_per_token: 0.0,
         tokens_per_step: 1.0,
+        // The prefill rate is the compute rate a decode step cannot beat either.
+        compute_s_per_token: 1.0 / prefill_tok_s.max(1e-6),
+        verified_per_step: 1.0,
         max_running: None,
         crash_after: None,
         basis: format!("[run] guesses: {decode_tok_s} tok/s decode, {prefill_tok_s} tok/s prefill"),
@@ -645,23 +824,40 @@ pub fn prior_speed(
                 "default guesses ({} tok/s decode, {} tok/s prefill), since {why}",
                 c.run.decode_tok_s_estimate, c.run.prefill_tok_s_estimate
             );
-            // The defaults are one GPU's; more GPUs are faster, not free.
-            if s.tp > 1 {
-                let x = tp_speedup(s.tp);
-                g.step_base_s /= x;
-                g.prefill_tok_s *= x;
-                g.basis.push_str(&format!(
-                    "; ×{x:.2} for TP{} ({:.0} % kept per doubling)",
-                    s.tp,
-                    TP_DOUBLING_EFFICIENCY * 100.0
-                ));
-            }
+        }
+        // The guesses, given or default, are one GPU's autoregressive
+        // speed; more GPUs are faster, not free.
+        if s.tp > 1 {
+            let x = tp_speedup(s.tp);
+            g.step_base_s /= x;
+            g.prefill_tok_s *= x;
+            g.compute_s_per_token /= x;
+            g.basis.push_str(&format!(
+                "; ×{x:.2} for TP{} ({:.0} % kept per doubling)",
+                s.tp,
+                TP_DOUBLING_EFFICIENCY * 100.0
+            ));
         }
         g
     });
-    if speed.max_running.is_none() {
-        speed.max_running = s.max_running_requests.map(u64::from);
+    // Drafting on an engine without a rule of its own above (the simulator
+    // models its own; llama.cpp's draft model is weighed by its file size).
+    let own_rule = c.engine.kind == EngineKind::Sim
+        || (c.engine.kind == EngineKind::Llamacpp
+            && s.speculative.as_ref().and_then(|sp| sp.method)
+                == Some(crate::engine::SpecMethod::DraftModel));
+    if let (Some(spec), false) = (&s.speculative, own_rule) {
+        SpecPrior::of(c.engine.kind, spec).apply(&mut speed, &s.method_name());
     }
+    // The fewest of what the server is told and what its memory allows.
+    speed.max_running = [
+        speed.max_running,
+        s.max_running_requests.map(u64::from),
+        facts.max_running,
+    ]
+    .into_iter()
+    .flatten()
+    .min();
     speed
 }
 
@@ -677,6 +873,8 @@ pub fn requests_sent(w: &WorkloadPoint) -> u64 {
 pub struct Observation {
     /// Which server config ([`server_key`]).
     pub server: String,
+    /// Which configs it is a sibling of ([`shape_key`]).
+    pub shape: String,
     /// Which load level ([`level_key`]).
     pub level: String,
     /// The prior's load time for this cell, s.
@@ -708,6 +906,13 @@ pub fn server_key(s: &ServerConfig) -> String {
         serde_json::to_string(&s.speculative).unwrap_or_default(),
         s.args
     )
+}
+
+/// The key grouping sibling configs: the same tensor-parallel size and
+/// drafting method, any budget or other setting. A measured config informs
+/// its unmeasured siblings before they run.
+pub fn shape_key(s: &ServerConfig) -> String {
+    format!("tp={} method={}", s.tp, s.method_name())
 }
 
 /// The key of a load level.
@@ -783,27 +988,32 @@ impl Calibration {
         self.cells.is_empty()
     }
 
-    /// The factor to apply to the prior of `server` at `level`: the same
-    /// server at the same level if measured; else that server's factor times
-    /// how this level compares with the rest; else that server's, or this
-    /// level's across servers; else all cells'; else 1.
-    pub fn factor(&self, server: &str, level: &str) -> f64 {
-        let exact = ratio(
-            self.cells
-                .iter()
-                .filter(|o| o.server == server && o.level == level),
-        );
+    /// The factor to apply to the prior of `server` (of siblings `shape`)
+    /// at `level`. The cells it learns from are the server's own, or, while
+    /// it has none, its siblings'. From those: the same level if measured;
+    /// else their factor times how this level compares with the rest; else
+    /// theirs, or this level's across servers; else all cells'; else 1.
+    pub fn factor(&self, server: &str, shape: &str, level: &str) -> f64 {
+        let own = self.cells.iter().any(|o| o.server == server);
+        let mine = |o: &Observation| {
+            if own {
+                o.server == server
+            } else {
+                o.shape == shape
+            }
+        };
+        let exact = ratio(self.cells.iter().filter(|o| mine(o) && o.level == level));
         if let Some(r) = exact {
             return r;
         }
-        let by_server = ratio(self.cells.iter().filter(|o| o.server == server));
+        let by_server = ratio(self.cells.iter().filter(|o| mine(o)));
         let by_level = ratio(self.cells.iter().filter(|o| o.level == level));
         let all = ratio(self.cells.iter());
         match (by_server, by_level, all) {
             (Some(s), Some(l), Some(a)) => {
                 // The level's shape relative to the servers it was measured on.
                 let others = ratio(self.cells.iter().filter(|o| {
-                    o.server != server
+                    !mine(o)
                         && self
                             .cells
                             .iter()
@@ -851,6 +1061,8 @@ pub struct Estimator {
     pub startup_priors: BTreeMap<String, f64>,
     /// Server key per id.
     pub keys: BTreeMap<String, String>,
+    /// Sibling key per id ([`shape_key`]).
+    pub shapes: BTreeMap<String, String>,
     /// Time to stop a server of this campaign's engine ([`stop_prior_s`]), s.
     pub stop_s: f64,
     /// What was learnt from measured cells.
@@ -866,7 +1078,8 @@ impl Estimator {
             return overhead;
         };
         let key = self.keys.get(server).map(String::as_str).unwrap_or(server);
-        speed.load_s(w) * self.calibration.factor(key, &level_key(w)) + overhead
+        let shape = self.shapes.get(server).map(String::as_str).unwrap_or(key);
+        speed.load_s(w) * self.calibration.factor(key, shape, &level_key(w)) + overhead
     }
 
     /// Estimated cells of one server in order, stopping where its simulated
@@ -969,6 +1182,143 @@ mod tests {
         );
     }
 
+    fn session(name: &str, c: u32, sessions: u64, output: u64) -> WorkloadPoint {
+        WorkloadPoint {
+            api: Api::Chat,
+            source: PromptSource::Scenario { name: name.into() },
+            ..point(c, sessions, 0, output)
+        }
+    }
+
+    #[test]
+    fn a_session_is_its_turns_in_sequence_with_growing_context_and_pauses() {
+        let w = session("calculator", 2, 2, 256);
+        let turns = session_turns(&w).unwrap();
+        assert_eq!(turns.len(), 5);
+        // No pause before the first turn; then each turn's think time (2 s, 3 s, …).
+        assert_eq!(turns[0].pause_s, 0.0);
+        assert_eq!(turns[1].pause_s, 2.0);
+        assert_eq!(turns[2].pause_s, 3.0);
+        // Outputs are the turns' own (512, 1024) capped by the workload's 256.
+        assert!(turns.iter().all(|t| t.output == 256.0));
+        // Each turn resends the conversation: its prompt holds the answer before it.
+        for pair in turns.windows(2) {
+            assert!(pair[1].input > pair[0].input + pair[0].output, "{pair:?}");
+        }
+        let s = guessed_speed(100.0, 10_000.0);
+        let one = s.unit_s(&w, 1.0);
+        let pauses: f64 = turns.iter().map(|t| t.pause_s).sum();
+        let decode = 5.0 * 256.0 / 100.0;
+        let prefill: f64 = turns.iter().map(|t| t.input).sum::<f64>() / 10_000.0;
+        assert!((one - (pauses + decode + prefill)).abs() < 1e-9, "{one}");
+        // Two sessions at concurrency 4 are two in parallel, not four.
+        assert_eq!(
+            s.load_s(&session("calculator", 4, 2, 256)),
+            s.load_s(&session("calculator", 2, 2, 256))
+        );
+        assert!((s.load_s(&w) - s.unit_s(&w, 2.0)).abs() < 1e-9);
+        // Not a session: no turns.
+        assert!(session_turns(&point(1, 1, 10, 10)).is_none());
+    }
+
+    #[test]
+    fn long_prompts_queue_for_the_gpus_compute_under_concurrency() {
+        let gpu = crate::memory::gpus::figures(Some("rtx-pro-6000"), None, None)
+            .unwrap()
+            .unwrap();
+        let s = gpu_speed(&gpu, 54e9, 0.0, 64, 1);
+        let prefill_one = 100_000.0 / s.prefill_tok_s;
+        let c1 = s.load_s(&point(1, 16, 100_000, 256));
+        let c8 = s.load_s(&point(8, 16, 100_000, 256));
+        // Sixteen 100k prompts take sixteen prefills whatever the concurrency:
+        // c8 is far from c1's time ÷ 8.
+        assert!(c8 >= 16.0 * prefill_one, "{c8} vs {prefill_one}");
+        assert!(c8 > c1 / 2.0, "c1 {c1} c8 {c8}");
+        assert!(c8 < c1);
+        // The same for the campaign's own guesses.
+        let g = guessed_speed(60.0, 8000.0);
+        assert!(g.load_s(&point(8, 16, 100_000, 256)) >= 16.0 * 100_000.0 / 8000.0);
+    }
+
+    #[test]
+    fn speculative_priors_differ_by_method_and_budget_and_lose_at_large_batches() {
+        use crate::engine::{SpecMethod, Speculative};
+        let gpu = crate::memory::gpus::figures(Some("rtx-pro-6000"), None, None)
+            .unwrap()
+            .unwrap();
+        let ar = gpu_speed(&gpu, 54e9, 0.0, 64, 1);
+        let with = |method: SpecMethod, budget: Option<u32>, engine: EngineKind| {
+            let spec = Speculative {
+                method: Some(method),
+                num_draft_tokens: budget,
+                ..Default::default()
+            };
+            let prior = SpecPrior::of(engine, &spec);
+            let mut s = ar.clone();
+            prior.apply(&mut s, method.as_str());
+            (prior, s)
+        };
+        // SGLang counts the root in num_draft_tokens; vLLM counts drafts.
+        assert_eq!(
+            with(SpecMethod::Eagle, Some(4), EngineKind::Sglang)
+                .0
+                .drafted,
+            3.0
+        );
+        assert_eq!(
+            with(SpecMethod::Eagle, Some(4), EngineKind::Vllm).0.drafted,
+            4.0
+        );
+        let single = point(1, 8, 512, 512);
+        let t_ar = ar.load_s(&single);
+        let (_, ngram) = with(SpecMethod::Ngram, None, EngineKind::Sglang);
+        let (_, eagle3) = with(SpecMethod::Eagle3, None, EngineKind::Sglang);
+        let (_, dd16) = with(SpecMethod::Ddtree, Some(16), EngineKind::Sglang);
+        let (_, dd64) = with(SpecMethod::Ddtree, Some(64), EngineKind::Sglang);
+        // Alone, every method beats autoregressive decoding, by how much it accepts.
+        assert!(ngram.load_s(&single) < t_ar);
+        assert!(eagle3.load_s(&single) < ngram.load_s(&single));
+        assert!(dd16.load_s(&single) < eagle3.load_s(&single));
+        assert!(dd16.basis.contains("ddtree prior") && dd16.basis.contains("17 tokens verified"));
+        // At 100 running, verifying 65 tokens per sequence is compute-bound:
+        // the big tree loses to autoregressive decoding, and to the small tree.
+        let busy = point(100, 200, 512, 512);
+        assert!(
+            dd64.load_s(&busy) > ar.load_s(&busy),
+            "{} vs {}",
+            dd64.load_s(&busy),
+            ar.load_s(&busy)
+        );
+        assert!(dd64.load_s(&busy) > dd16.load_s(&busy));
+    }
+
+    #[test]
+    fn an_unmeasured_config_learns_from_its_measured_siblings_first() {
+        let o = |server: &str, shape: &str, level: &str, p: f64, m: f64| Observation {
+            server: server.into(),
+            shape: shape.into(),
+            level: level.into(),
+            predicted_s: p,
+            measured_s: m,
+        };
+        let mut c = Calibration::default();
+        // The autoregressive server ran on its prior; the DDTree budget-8
+        // server at twice it.
+        c.observe(o("ar", "tp1-ar", "c1", 10.0, 10.0));
+        c.observe(o("ar", "tp1-ar", "c8", 10.0, 10.0));
+        c.observe(o("dd8", "tp1-ddtree", "c1", 10.0, 20.0));
+        // Budget 16 has not run: it takes its sibling's factor, not the
+        // level's mean over both (1.5).
+        assert_eq!(c.factor("dd16", "tp1-ddtree", "c1"), 2.0);
+        // At a level only the other shape ran: the sibling's 2 × how c8 compares there (1).
+        assert_eq!(c.factor("dd16", "tp1-ddtree", "c8"), 2.0);
+        // A config of a shape nobody ran: the level's mean.
+        assert_eq!(c.factor("tp4", "tp4-ar", "c1"), 1.5);
+        // Once it has cells of its own, they come first.
+        c.observe(o("dd16", "tp1-ddtree", "c1", 10.0, 30.0));
+        assert_eq!(c.factor("dd16", "tp1-ddtree", "c1"), 3.0);
+    }
+
     fn sim(args: &[&str]) -> SimConfig {
         let mut argv = vec!["/bin/servebench".to_string(), "sim".into()];
         argv.extend(args.iter().map(|s| s.to_string()));
@@ -1011,11 +1361,35 @@ mod tests {
     }
 
     #[test]
+    fn a_servers_own_sim_flags_override_the_engines_in_the_prior_and_the_process() {
+        // Engine-wide args come first, the server's own after them.
+        assert_eq!(
+            sim(&["--decode-step-ms", "6", "--decode-step-ms", "2"]).decode_step_ms,
+            2.0
+        );
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "servebench",
+            "sim",
+            "--decode-step-ms",
+            "6",
+            "--decode-step-ms",
+            "2",
+        ])
+        .unwrap();
+        match cli.command {
+            crate::cli::Command::Sim(a) => assert_eq!(a.config.decode_step_ms, 2.0),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn a_sim_crash_fault_ends_the_servers_cells() {
         let mut e = Estimator {
             speeds: BTreeMap::new(),
             startup_priors: BTreeMap::new(),
             keys: BTreeMap::new(),
+            shapes: BTreeMap::new(),
             stop_s: 0.05,
             calibration: Calibration::default(),
         };
@@ -1187,6 +1561,7 @@ mod tests {
     fn obs(server: &str, level: &str, predicted: f64, measured: f64) -> Observation {
         Observation {
             server: server.into(),
+            shape: server.into(),
             level: level.into(),
             predicted_s: predicted,
             measured_s: measured,
@@ -1196,22 +1571,22 @@ mod tests {
     #[test]
     fn calibration_is_per_server_and_per_level_not_global() {
         let mut c = Calibration::default();
-        assert_eq!(c.factor("a", "c1"), 1.0);
+        assert_eq!(c.factor("a", "a", "c1"), 1.0);
         // Server a runs twice as slow as its prior at c1, and 3× at c8.
         c.observe(obs("a", "c1", 10.0, 20.0));
         c.observe(obs("a", "c8", 10.0, 30.0));
         // Server b is exactly on its prior at c1.
         c.observe(obs("b", "c1", 10.0, 10.0));
-        assert_eq!(c.factor("a", "c1"), 2.0);
-        assert_eq!(c.factor("b", "c1"), 1.0);
+        assert_eq!(c.factor("a", "a", "c1"), 2.0);
+        assert_eq!(c.factor("b", "b", "c1"), 1.0);
         // b at c8: its own factor (1) times how c8 compares on a (3 vs a's 2.5 overall).
-        assert!((c.factor("b", "c8") - 1.0 * 3.0 / 2.5).abs() < 1e-9);
+        assert!((c.factor("b", "b", "c8") - 1.0 * 3.0 / 2.5).abs() < 1e-9);
         // An unmeasured server at a measured level takes that level's factor.
-        assert!((c.factor("z", "c1") - 30.0 / 20.0).abs() < 1e-9);
+        assert!((c.factor("z", "z", "c1") - 30.0 / 20.0).abs() < 1e-9);
         // Nothing in common: all cells.
-        assert!((c.factor("z", "c64") - 60.0 / 30.0).abs() < 1e-9);
+        assert!((c.factor("z", "z", "c64") - 60.0 / 30.0).abs() < 1e-9);
         // A global factor would have given 2.0 for every cell.
-        assert_ne!(c.factor("b", "c1"), c.factor("a", "c1"));
+        assert_ne!(c.factor("b", "b", "c1"), c.factor("a", "a", "c1"));
     }
 
     #[test]

@@ -730,6 +730,7 @@ pub fn estimator(
         speeds: BTreeMap::new(),
         startup_priors: BTreeMap::new(),
         keys: BTreeMap::new(),
+        shapes: BTreeMap::new(),
         stop_s: eta::stop_prior_s(c.engine.kind),
         calibration: eta::Calibration::default(),
     };
@@ -738,6 +739,7 @@ pub fn estimator(
         e.speeds.insert(s.id.clone(), speed);
         e.startup_priors.insert(s.id.clone(), startup);
         e.keys.insert(s.id.clone(), eta::server_key(s));
+        e.shapes.insert(s.id.clone(), eta::shape_key(s));
     }
     let by_key: BTreeMap<(String, String), &StoredCell> = index
         .by_identity
@@ -773,6 +775,7 @@ pub fn estimator(
             let key = eta::server_key(&p.server);
             e.calibration.observe(eta::Observation {
                 server: key.clone(),
+                shape: eta::shape_key(&p.server),
                 level: eta::level_key(&w),
                 predicted_s: speed.load_s(&w),
                 measured_s: p.duration_s,
@@ -801,6 +804,7 @@ pub fn observation(
     bare.warmup = 0;
     eta::Observation {
         server: eta::server_key(s),
+        shape: eta::shape_key(s),
         level: eta::level_key(w),
         predicted_s: e.prior_load_s(&s.id, &bare).unwrap_or(measured_s),
         measured_s,
@@ -826,6 +830,10 @@ fn prior_for(
             .and_then(|m| m.as_ref().ok())
             .map(|m| m.num_layers),
         gpu: c.hardware.gpu_figures(),
+        max_running: memory
+            .as_ref()
+            .map(|m| m.max_running_requests)
+            .filter(|&n| n > 0),
     };
     let speed = eta::prior_speed(c, s, command.as_deref(), &facts, cpu);
     let startup = if c.run.startup_given {
