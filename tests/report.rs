@@ -24,6 +24,7 @@ use servebench::report::{Format, ResultSet};
 use servebench::store::meta::CampaignMeta;
 use servebench::store::{CellResult, CellStatus};
 use servebench::util::units::parse_slo;
+use servebench::workload::PromptKind;
 
 fn server(id: &str, tp: u32, budget: Option<u32>) -> ServerConfig {
     ServerConfig {
@@ -50,7 +51,7 @@ fn point(workload: &str, input_len: u64, conc: u32, rep: u32) -> WorkloadPoint {
         api: Api::Chat,
         source: if workload == "kinds" {
             PromptSource::PromptKinds {
-                kinds: vec!["code".into(), "haiku".into()],
+                kinds: vec![PromptKind::Quicksort, PromptKind::Haiku],
             }
         } else {
             PromptSource::Synthetic
@@ -237,7 +238,7 @@ pub fn fixture() -> ResultSet {
             s,
             point("kinds", 0, 1, 0),
             CellStatus::Ok,
-            records(p, 200, 1, 0, &["code", "haiku"], false),
+            records(p, 200, 1, 0, &["quicksort", "haiku"], false),
         ));
     }
     // The baseline cannot take a 40k prompt: every request got HTTP 400.

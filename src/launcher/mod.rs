@@ -287,7 +287,7 @@ pub fn show_commands(
                     .gpus
                     .iter()
                     .copied()
-                    .take(g.server.tp as usize)
+                    .take(g.server.gpus() as usize)
                     .collect();
                 let (log, _) = store.log_path(&g.server.id);
                 let req = match start_request(c, g, l, SHOWN_PORT, &gpus, log, self_exe) {

@@ -52,8 +52,8 @@ pub fn sbatch_options(
     }
     if wants_gpus(c) {
         v.push(match o.gpus_flag {
-            GpusFlag::Gpus => format!("--gpus={}", g.server.tp),
-            GpusFlag::Gres => format!("--gres=gpu:{}", g.server.tp),
+            GpusFlag::Gpus => format!("--gpus={}", g.server.gpus()),
+            GpusFlag::Gres => format!("--gres=gpu:{}", g.server.gpus()),
         });
     }
     // The job sees the submitting shell's environment (Slurm's default, stated).
@@ -144,7 +144,7 @@ pub fn plan_summary(c: &Campaign, plan: &Plan) -> Option<String> {
     let gpu = |f: &dyn Fn(&ServerGroup) -> f64| -> f64 {
         groups
             .iter()
-            .map(|g| g.server.tp as f64 * f(g))
+            .map(|g| f64::from(g.server.gpus()) * f(g))
             .sum::<f64>()
             .max(0.0)
     };

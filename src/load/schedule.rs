@@ -65,6 +65,29 @@ impl LoadShape {
             LoadShape::Replay { time_scale, .. } => *time_scale,
         }
     }
+
+    /// The level as a short, file-name-safe label with its exact number:
+    /// `c8`, `rate2.5`, `x2` (part of cell names, so never rounded).
+    pub fn label(&self) -> String {
+        self.label_with(|v| v.to_string())
+    }
+
+    /// [`Self::label`] for reading: a rate or time scale found by a search
+    /// is shown to three decimals (`rate2.218`).
+    pub fn label_rounded(&self) -> String {
+        self.label_with(|v| {
+            let s = format!("{v:.3}");
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        })
+    }
+
+    fn label_with(&self, number: impl Fn(f64) -> String) -> String {
+        match self {
+            LoadShape::Concurrency { value } => format!("c{value}"),
+            LoadShape::Rate { value, .. } => format!("rate{}", number(*value)),
+            LoadShape::Replay { time_scale, .. } => format!("x{}", number(*time_scale)),
+        }
+    }
 }
 
 fn one() -> f64 {

@@ -199,35 +199,22 @@ impl Speed {
             * (1.0 + self.prefill_quadratic_tokens.map_or(0.0, |l| input / l))
     }
 
-    /// Seconds of prefill one unit of `w` needs: its prompt, or every turn's.
-    fn unit_prefill_s(&self, w: &WorkloadPoint) -> f64 {
-        match session_turns(w) {
-            Some(turns) => turns.iter().map(|t| self.prefill_s(t.input)).sum(),
-            None => self.prefill_s(request_shape(w).0),
-        }
-    }
-
-    /// Seconds one unit of `w` takes with `running` in flight: a request,
-    /// or a session's turns one after another, each resending the
-    /// conversation so far, with the pauses between them.
-    pub fn unit_s(&self, w: &WorkloadPoint, running: f64) -> f64 {
-        match session_turns(w) {
-            Some(turns) => turns
-                .iter()
-                .map(|t| t.pause_s + self.request_s(t.input, t.output, running))
-                .sum(),
-            None => {
-                let (input, output) = request_shape(w);
-                self.request_s(input, output, running)
-            }
-        }
+    /// Seconds one unit of `turns` ([`unit_turns`]) takes with `running`
+    /// in flight: its requests one after another, with the pauses between them.
+    pub fn unit_s(&self, turns: &[TurnShape], running: f64) -> f64 {
+        turns
+            .iter()
+            .map(|t| t.pause_s + self.request_s(t.input, t.output, running))
+            .sum()
     }
 
     /// Seconds the load of `w` takes (warm-up included, servebench's own overhead not).
     pub fn load_s(&self, w: &WorkloadPoint) -> f64 {
         let cap = self.max_running.unwrap_or(u64::MAX).max(1) as f64;
         let units = w.num_requests.map(|n| (n + w.warmup) as f64);
-        let one_alone = self.unit_s(w, 1.0);
+        let turns = unit_turns(w);
+        let unit_s = |running: f64| self.unit_s(&turns, running);
+        let one_alone = unit_s(1.0);
         let by_count = match w.load {
             LoadShape::Concurrency { value } => {
                 // No more run at once than the server admits or the units
@@ -235,12 +222,12 @@ impl Speed {
                 let running = (value as f64)
                     .min(cap)
                     .min(units.unwrap_or(f64::MAX).max(1.0));
-                let one = self.unit_s(w, running);
+                let one = unit_s(running);
                 // Prefills that queue for one compute unit are a floor:
                 // sixteen 100k-token prompts take sixteen prefills at any
                 // concurrency.
                 let prefills = if self.serial_prefill {
-                    self.unit_prefill_s(w)
+                    turns.iter().map(|t| self.prefill_s(t.input)).sum()
                 } else {
                     0.0
                 };
@@ -254,7 +241,7 @@ impl Speed {
                 // In flight at this rate (Little's law), capped by the server and the client.
                 let limit = cap.min(max_concurrency.map(f64::from).unwrap_or(f64::MAX));
                 let running = (value * one_alone).clamp(1.0, limit);
-                let one = self.unit_s(w, running);
+                let one = unit_s(running);
                 let served = running / one;
                 units.map(|n| n / value.min(served) + one)
             }
@@ -296,7 +283,20 @@ pub fn request_shape(w: &WorkloadPoint) -> (f64, f64) {
     }
 }
 
-/// One turn of a session as the plan counts it.
+/// The requests of one unit of `w` in order: a session's turns, or one
+/// request of the workload's mean shape.
+pub fn unit_turns(w: &WorkloadPoint) -> Vec<TurnShape> {
+    session_turns(w).unwrap_or_else(|| {
+        let (input, output) = request_shape(w);
+        vec![TurnShape {
+            pause_s: 0.0,
+            input,
+            output,
+        }]
+    })
+}
+
+/// One turn of a session (or a request) as the plan counts it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TurnShape {
     /// The pause before this turn is sent (the think time after the last), s.
@@ -340,10 +340,9 @@ pub fn session_turns(w: &WorkloadPoint) -> Option<Vec<TurnShape>> {
 }
 
 /// Mean word count of the built-in prompts of the given kinds.
-fn kinds_prompt_words(kinds: &[String]) -> f64 {
+fn kinds_prompt_words(kinds: &[crate::workload::PromptKind]) -> f64 {
     let texts: Vec<&str> = kinds
         .iter()
-        .filter_map(|k| k.parse::<crate::workload::PromptKind>().ok())
         .flat_map(|k| k.variants().iter().copied())
         .collect();
     if texts.is_empty() {
@@ -747,7 +746,7 @@ pub fn prior_speed(
     let explicit = c.run.speed_given;
     let model_bytes = facts
         .weights_bytes_per_gpu
-        .map(|w| w * s.tp.max(1) as f64)
+        .map(|w| w * f64::from(s.gpus()))
         .or_else(|| model_file_bytes(Path::new(&c.model.path)));
     let speed = match c.engine.kind {
         EngineKind::Sim => command.and_then(sim_config).map(|cfg| sim_speed(&cfg)),
@@ -919,11 +918,7 @@ pub fn shape_key(s: &ServerConfig) -> String {
 pub fn level_key(w: &WorkloadPoint) -> String {
     // The workload's name too: a long-context level and a chat level at the
     // same concurrency stress a server differently.
-    match w.load {
-        LoadShape::Concurrency { value } => format!("{}-c{value}", w.workload),
-        LoadShape::Rate { value, .. } => format!("{}-rate{value}", w.workload),
-        LoadShape::Replay { time_scale, .. } => format!("{}-x{time_scale}", w.workload),
-    }
+    format!("{}-{}", w.workload, w.load.label())
 }
 
 /// Corrections of the prior learnt from measured cells.
@@ -1206,7 +1201,7 @@ mod tests {
             assert!(pair[1].input > pair[0].input + pair[0].output, "{pair:?}");
         }
         let s = guessed_speed(100.0, 10_000.0);
-        let one = s.unit_s(&w, 1.0);
+        let one = s.unit_s(&turns, 1.0);
         let pauses: f64 = turns.iter().map(|t| t.pause_s).sum();
         let decode = 5.0 * 256.0 / 100.0;
         let prefill: f64 = turns.iter().map(|t| t.input).sum::<f64>() / 10_000.0;
@@ -1216,7 +1211,7 @@ mod tests {
             s.load_s(&session("calculator", 4, 2, 256)),
             s.load_s(&session("calculator", 2, 2, 256))
         );
-        assert!((s.load_s(&w) - s.unit_s(&w, 2.0)).abs() < 1e-9);
+        assert!((s.load_s(&w) - s.unit_s(&turns, 2.0)).abs() < 1e-9);
         // Not a session: no turns.
         assert!(session_turns(&point(1, 1, 10, 10)).is_none());
     }

@@ -309,7 +309,7 @@ impl Plan {
         let groups: Vec<(u32, f64)> = self
             .groups
             .iter()
-            .map(|g| (g.server.tp.max(1), g.eta_s()))
+            .map(|g| (g.server.gpus(), g.eta_s()))
             .collect();
         let parallel = parallel.max(1);
         PlanTotals {
@@ -656,7 +656,7 @@ fn plan_search(
         gpus: if c.hardware.gpus.is_empty() {
             0
         } else {
-            s.tp.max(1)
+            s.gpus()
         },
         expected: expected.iter().map(|&k| search.probe(k)).collect(),
     }
@@ -841,7 +841,7 @@ fn prior_for(
     } else {
         let total = facts
             .weights_bytes_per_gpu
-            .map(|w| w * s.tp.max(1) as f64)
+            .map(|w| w * f64::from(s.gpus()))
             .or_else(|| eta::model_file_bytes(std::path::Path::new(&c.model.path)));
         let eager = command.as_deref().is_some_and(|argv| {
             argv.iter()

@@ -443,24 +443,12 @@ fn fmt_g(v: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// GPUs a server config occupies: its TP size (CPU engines run with tp 1).
-pub fn gpus_of(c: &CellResult) -> u32 {
-    c.server.tp.max(1)
-}
-
-/// The load as text.
-pub fn load_text(l: &LoadShape) -> String {
-    match l {
-        LoadShape::Concurrency { value } => format!("c{value}"),
-        LoadShape::Rate { value, .. } => format!("rate{}", fmt_g(*value)),
-        LoadShape::Replay { time_scale, .. } => format!("x{}", fmt_g(*time_scale)),
-    }
-}
-
 fn prompt_text(c: &CellResult) -> String {
     match &c.workload.source {
         PromptSource::Synthetic => "synthetic".into(),
-        PromptSource::PromptKinds { kinds } => kinds.join("+"),
+        PromptSource::PromptKinds { kinds } => {
+            kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join("+")
+        }
         PromptSource::Dataset { path, .. } => format!(
             "dataset {}",
             path.file_name()
@@ -860,7 +848,7 @@ fn cell_row(
     // but never enter speedups, charts or rankings.
     let show = ok || c.status == CellStatus::Suspicious;
     let s = c.summary.as_ref().filter(|_| show);
-    let gpus = gpus_of(c);
+    let gpus = c.server.gpus();
     let point = point_name(c);
     let twin = (ok && Some(c.server_id.as_str()) != baseline)
         .then(|| {
@@ -894,7 +882,7 @@ fn cell_row(
         prompt: prompt_text(c),
         input_len: c.workload.input_len,
         output_len: c.workload.output_len,
-        load: load_text(&c.workload.load),
+        load: c.workload.load.label_rounded(),
         concurrency: concurrency_of(&c.workload.load),
         rate: match c.workload.load {
             LoadShape::Rate { value, .. } => Some(value),
@@ -1056,7 +1044,7 @@ fn kind_rows(cells: &[&CellResult], baseline: Option<&str>) -> Vec<KindRow> {
             kind_of(r),
             c.workload.output_len,
             load_order(&c.workload.load).to_bits(),
-            load_text(&c.workload.load),
+            c.workload.load.label_rounded(),
             rank[c.server_id.as_str()],
             c.server_id.clone(),
         ))

@@ -6,10 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{
-    concurrency_of, decode_by, family_of, gpus_of, kind_of, load_text, slo_text, status_text,
-    Spread,
-};
+use super::model::{concurrency_of, decode_by, family_of, kind_of, slo_text, status_text, Spread};
 use crate::failure::FailureClass;
 use crate::metrics::bootstrap::{bootstrap, median, SplitMix, BOOTSTRAP_RESAMPLES};
 use crate::metrics::goodput::meets;
@@ -212,9 +209,9 @@ pub(super) fn slo_picks(
             groups
                 .entry((slo_text(&g.slo), family_of(c)))
                 .or_default()
-                .entry((r, c.server_id.clone(), load_text(&c.workload.load)))
+                .entry((r, c.server_id.clone(), c.workload.load.label_rounded()))
                 .or_default()
-                .push((g.rate_rps / gpus_of(c) as f64, g.share, c, g.slo));
+                .push((g.rate_rps / f64::from(c.server.gpus()), g.share, c, g.slo));
         }
     }
     let mut out = Vec::new();
@@ -258,7 +255,7 @@ pub(super) fn slo_picks(
                         .collect();
                     let busy: f64 = pairs.iter().map(|p| p.1).sum();
                     let scale = if s.duration_s > 0.0 && busy > 0.0 {
-                        busy / s.duration_s / gpus_of(cell) as f64
+                        busy / s.duration_s / f64::from(cell.server.gpus())
                     } else {
                         0.0
                     };

@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 
 use super::charts::{Chart, ChartKind, ChartSection, Series, SeriesStyle};
 
-use super::model::gpus_of;
 use crate::campaign::resolve::Search;
 use crate::metrics::level::LevelSummary;
 use crate::search::{self, cannot_win, LevelFacts, Outcome, Step, Throughput, INTERVAL_SEED};
@@ -26,12 +25,12 @@ pub struct SearchRow {
     pub search: String,
     /// Server id.
     pub server_id: String,
-    /// `concurrency` or `rate`.
-    pub axis: String,
+    /// The load axis searched.
+    pub axis: crate::search::Axis,
     /// The bounds, as written.
     pub bounds: Vec<String>,
-    /// `boundary`, `above_max`, `below_min`, `stopped_early` or `incomplete`.
-    pub state: String,
+    /// Where the search stands.
+    pub state: SearchState,
     /// Highest load shown to meet every bound.
     pub boundary: Option<f64>,
     /// Lowest load shown to miss a bound (one grid step above the boundary when done).
@@ -46,6 +45,22 @@ pub struct SearchRow {
     pub note: Option<String>,
     /// Every probe on the search's path, by load.
     pub probe_points: Vec<ProbePoint>,
+}
+
+/// Where one config's search stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchState {
+    /// Bracketed between a passing and a failing grid point.
+    Boundary,
+    /// Every bound holds up to the searched maximum.
+    AboveMax,
+    /// The lowest load already misses a bound.
+    BelowMin,
+    /// Stopped because it cannot beat the best config found.
+    StoppedEarly,
+    /// Probes are still to run.
+    Incomplete,
 }
 
 /// One probe of a search: its load, whether it passed, and the value of
@@ -107,7 +122,7 @@ pub fn build(
             let throughput = |load: f64| -> Option<Throughput> {
                 let c = probe_cell(spec.index_of(load)?)?;
                 let s: &LevelSummary = c.summary.as_ref()?;
-                Some(Throughput::of(s, gpus_of(c), INTERVAL_SEED))
+                Some(Throughput::of(s, c.server.gpus(), INTERVAL_SEED))
             };
             let first_fail = probed.iter().find(|(_, &p)| !p).map(|(&k, _)| k);
             let missed = first_fail
@@ -115,14 +130,16 @@ pub fn build(
                 .map(|c| verdict(c).missed)
                 .unwrap_or_default();
             let (state, boundary, note) = match step {
-                Step::Done(Outcome::Boundary { pass, .. }) => ("boundary", Some(pass), None),
+                Step::Done(Outcome::Boundary { pass, .. }) => {
+                    (SearchState::Boundary, Some(pass), None)
+                }
                 Step::Done(Outcome::AboveMax { pass }) => (
-                    "above_max",
+                    SearchState::AboveMax,
                     Some(pass),
                     Some(format!("every bound holds up to the searched maximum, {pass}; the boundary is higher")),
                 ),
                 Step::Done(Outcome::BelowMin { .. }) => (
-                    "below_min",
+                    SearchState::BelowMin,
                     None,
                     Some("the lowest load already misses a bound".to_string()),
                 ),
@@ -132,16 +149,16 @@ pub fn build(
                         .filter(|(&j, &p)| p && first_fail.is_none_or(|f| j < f))
                         .map(|(&j, _)| spec.level(j))
                         .next_back();
-                    ("incomplete", best_pass, Some(format!("next probe would be {} {}", spec.axis, spec.level(k))))
+                    (SearchState::Incomplete, best_pass, Some(format!("next probe would be {} {}", spec.axis, spec.level(k))))
                 }
             };
             mine.push(SearchRow {
                 search: name.clone(),
                 server_id: server.clone(),
-                axis: spec.axis.to_string(),
+                axis: spec.axis,
                 bounds: spec.bounds.iter().map(|b| b.to_string()).collect(),
-                state: state.to_string(),
-                per_gpu: if state == "incomplete" {
+                state,
+                per_gpu: if state == SearchState::Incomplete {
                     None
                 } else {
                     boundary.and_then(throughput)
@@ -179,7 +196,10 @@ pub fn build(
             .cloned();
         if let Some(best) = &leader {
             let best_t = best.per_gpu.expect("filtered");
-            for r in mine.iter_mut().filter(|r| r.state == "incomplete") {
+            for r in mine
+                .iter_mut()
+                .filter(|r| r.state == SearchState::Incomplete)
+            {
                 let fail_t = r.first_fail.and_then(|l| {
                     let k = spec.index_of(l)?;
                     let w = search.probe(k);
@@ -188,12 +208,12 @@ pub fn build(
                         .find(|c| c.server_id == r.server_id && c.workload == w)?;
                     Some(Throughput::of(
                         c.summary.as_ref()?,
-                        gpus_of(c),
+                        c.server.gpus(),
                         INTERVAL_SEED,
                     ))
                 });
                 if let Some(t) = fail_t.filter(|t| cannot_win(t, &best_t)) {
-                    r.state = "stopped_early".to_string();
+                    r.state = SearchState::StoppedEarly;
                     r.note = Some(format!(
                         "stopped early: cannot win — at {} {}, already past its boundary, at most {:.1} out tok/s per GPU; {} gives at least {:.1}",
                         r.axis,
@@ -249,11 +269,8 @@ pub fn build(
 pub fn boundary_text(r: &SearchRow) -> String {
     let text = boundary_words(r);
     // A traffic multiple answers the deployment question directly.
-    match (
-        r.axis == crate::search::Axis::TimeScale.to_string(),
-        r.boundary,
-    ) {
-        (true, Some(p)) if r.state != "incomplete" => {
+    match (r.axis == crate::search::Axis::TimeScale, r.boundary) {
+        (true, Some(p)) if r.state != SearchState::Incomplete => {
             format!("{text}: sustains {p}× the trace's traffic")
         }
         _ => text,
@@ -261,10 +278,10 @@ pub fn boundary_text(r: &SearchRow) -> String {
 }
 
 fn boundary_words(r: &SearchRow) -> String {
-    match (r.state.as_str(), r.boundary, r.first_fail) {
-        ("boundary", Some(p), Some(f)) => format!("{p} (bracket {p}–{f})"),
-        ("above_max", Some(p), _) => format!("≥ {p}"),
-        ("below_min", _, Some(f)) => format!("< {f}"),
+    match (r.state, r.boundary, r.first_fail) {
+        (SearchState::Boundary, Some(p), Some(f)) => format!("{p} (bracket {p}–{f})"),
+        (SearchState::AboveMax, Some(p), _) => format!("≥ {p}"),
+        (SearchState::BelowMin, _, Some(f)) => format!("< {f}"),
         (_, Some(p), Some(f)) => format!("between {p} and {f}"),
         (_, Some(p), None) => format!("≥ {p}"),
         (_, None, Some(f)) => format!("< {f}"),

@@ -173,7 +173,7 @@ impl LiveEta {
                     .collect();
                 let startup = if g.started { 0.0 } else { st.est.startup_s(id) };
                 let s = startup + st.est.cells_s_after(id, &cells, g.sent).iter().sum::<f64>();
-                (!g.started, g.order, g.server.tp.max(1), s)
+                (!g.started, g.order, g.server.gpus(), s)
             })
             .collect();
         left.sort_by_key(|l| (l.0, l.1));

@@ -263,18 +263,9 @@ pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String
             input_len: w.input_len,
             shared_prefix: w.shared_prefix,
         },
-        PromptSource::PromptKinds { kinds } => {
-            let parsed = kinds
-                .iter()
-                .map(|k| {
-                    k.parse::<crate::workload::PromptKind>()
-                        .map_err(|e| e.to_string())
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Prompts::Kinds(
-                crate::workload::PromptSelection::new(parsed).map_err(|e| e.to_string())?,
-            )
-        }
+        PromptSource::PromptKinds { kinds } => Prompts::Kinds(
+            crate::workload::PromptSelection::new(kinds.clone()).map_err(|e| e.to_string())?,
+        ),
         PromptSource::Dataset { path, format } => Prompts::Dataset {
             path: path.clone(),
             format: *format,

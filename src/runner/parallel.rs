@@ -115,7 +115,7 @@ pub async fn run_groups(
     loop {
         while !stop && !cancel.is_cancelled() && next < groups.len() && running.len() < width {
             let g = groups[next];
-            let Some(gpus) = pool.acquire(g.server.tp) else {
+            let Some(gpus) = pool.acquire(g.server.gpus()) else {
                 if running.is_empty() {
                     // Can never fit; the pool's size is all there is.
                     anyhow::bail!("server {} needs GPUs the pool cannot provide", g.server.id);

@@ -35,7 +35,7 @@ impl Leaders {
                 };
                 let cell = store.read(&g.server.id, &search.probe(k).cell_name());
                 if let Some(summary) = cell.as_ref().and_then(|c| c.summary.as_ref()) {
-                    let t = Throughput::of(summary, g.server.tp.max(1), INTERVAL_SEED);
+                    let t = Throughput::of(summary, g.server.gpus(), INTERVAL_SEED);
                     leaders.offer(&ps.name, &g.server.id, t);
                 }
             }
@@ -130,7 +130,7 @@ impl<'a> GroupSearches<'a> {
     }
 
     fn gpus(&self) -> u32 {
-        self.g.server.tp.max(1)
+        self.g.server.gpus()
     }
 
     fn throughput(&mut self, r: usize, k: u64) -> Option<Throughput> {

@@ -39,6 +39,11 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
+    /// GPUs the server occupies: its tensor-parallel size (a CPU engine's is 1).
+    pub fn gpus(&self) -> u32 {
+        self.tp.max(1)
+    }
+
     /// A parameter's value as text for `--only key=value` filters and id templates.
     pub fn param(&self, key: &str) -> Option<String> {
         Some(match key {

@@ -27,8 +27,8 @@ pub enum PromptSource {
     Synthetic,
     /// Built-in prompt kinds, sampled with the seed.
     PromptKinds {
-        /// Kind names.
-        kinds: Vec<String>,
+        /// The kinds, validated (stored by name).
+        kinds: Vec<crate::workload::PromptKind>,
     },
     /// A ShareGPT or JSONL dataset.
     Dataset {
@@ -100,11 +100,7 @@ pub struct WorkloadPoint {
 impl WorkloadPoint {
     /// A readable, file-name-safe name unique within a server.
     pub fn cell_name(&self) -> String {
-        let load = match self.load {
-            LoadShape::Concurrency { value } => format!("c{value}"),
-            LoadShape::Rate { value, .. } => format!("rate{value}"),
-            LoadShape::Replay { time_scale, .. } => format!("x{time_scale}"),
-        };
+        let load = self.load.label();
         let input = match self.source {
             PromptSource::Synthetic => format!("in{}", self.input_len),
             PromptSource::PromptKinds { .. } => "kinds".to_string(),
@@ -450,7 +446,7 @@ pub(super) fn expand_workloads(
                     .parse()
                     .map_err(|e: crate::workload::WorkloadError| src.error(k, e.to_string()))?;
                 PromptSource::PromptKinds {
-                    kinds: sel.kinds().iter().map(|k| k.name().to_string()).collect(),
+                    kinds: sel.kinds().to_vec(),
                 }
             }
         };
