@@ -117,6 +117,7 @@ fn main() -> anyhow::Result<()> {
                     served_name: "m".into(),
                     config: None,
                     tokenizer: None,
+                    config_digest: None,
                 },
                 status: if failed {
                     CellStatus::Failed

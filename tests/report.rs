@@ -176,6 +176,7 @@ fn cell(
             served_name: "sim-model".into(),
             config: None,
             tokenizer: None,
+            config_digest: None,
         },
         status,
         failure: None,

@@ -210,9 +210,16 @@ fn real_llamacpp_search_verdicts_follow_from_its_own_measurements() {
         let (code, _, stderr) = run(&["run", confirm.to_str().unwrap()]);
         assert_eq!(code, 0, "{stderr}");
         let direct = tpot_by_level(&dir.path().join("results/confirm"));
+        // The machine may be busier or quieter now than during the search,
+        // which moves every TPOT alike; what must hold is the bracket's
+        // shape: from the boundary to one step up, TPOT rises by more than
+        // the boundary's headroom under the bound, so at the search's speed
+        // the step up would fail again.
+        let (_, searched_pass) = measured.iter().find(|(c, _)| *c == pass).unwrap();
+        let headroom = bound_ms / searched_pass;
         assert!(
-            direct[0].1 <= bound_ms && direct[1].1 > bound_ms,
-            "direct TPOT p50 {direct:?}: {context}"
+            direct[1].1 / direct[0].1 > headroom,
+            "direct TPOT p50 {direct:?} rises less than the headroom {headroom:.2}: {context}"
         );
     }
 }

@@ -128,9 +128,7 @@ pub struct OutputText {
 impl OutputText {
     /// The digest and size of `text`, keeping the text.
     pub fn of(text: String) -> Self {
-        use sha2::{Digest, Sha256};
-        let hash = Sha256::digest(text.as_bytes());
-        let digest = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let digest = crate::util::digest::sha256_hex(text.as_bytes(), 16);
         OutputText {
             digest,
             chars: text.chars().count() as u64,

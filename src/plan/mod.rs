@@ -17,7 +17,7 @@ use crate::campaign::{Campaign, ServerConfig, WorkloadPoint};
 use crate::engine::version::EngineBuild;
 use crate::engine::{self, ServerSpec};
 use crate::search::{self, Outcome, SearchSpec, Step};
-use crate::store::identity::{cell_identity, model_config_digest};
+use crate::store::identity::cell_identity;
 use crate::store::{probe_verdict, StoreIndex, StoredCell};
 use crate::util::shell::shell_words;
 use crate::util::table;
@@ -341,7 +341,6 @@ pub fn server_spec(c: &Campaign, s: &ServerConfig) -> ServerSpec {
 
 /// Build the plan against what is stored.
 pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &str) -> Plan {
-    let digest = model_config_digest(&c.model);
     let model_info = feasibility::load_model(c);
     let est = estimator(c, index, opts, model_info.as_ref());
     let mut groups = Vec::new();
@@ -356,7 +355,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 filtered_out += 1;
                 continue;
             }
-            let identity = cell_identity(&c.engine, &c.model, digest.as_deref(), s, w);
+            let identity = cell_identity(c, s, w);
             let name = w.cell_name();
             let (skip, warnings) =
                 feasibility::check(c, s, w, &command, memory.as_ref(), model_info.as_ref());
@@ -365,7 +364,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 None => match stored_verdict(index, &identity, &s.id, &name, opts) {
                     v @ (Verdict::Run | Verdict::Stale) if !opts.force => {
                         match enough_repetitions(c, w, |p| {
-                            let id = cell_identity(&c.engine, &c.model, digest.as_deref(), s, p);
+                            let id = cell_identity(c, s, p);
                             let stored = index.by_identity.get(&id)?;
                             stored
                                 .status
@@ -411,7 +410,6 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 search,
                 &PlanContext {
                     index,
-                    digest: digest.as_deref(),
                     opts,
                     est: &est,
                     command: &command,
@@ -597,7 +595,6 @@ pub fn enough_repetitions(
 /// What planning a search needs besides the search and its server.
 struct PlanContext<'a> {
     index: &'a StoreIndex,
-    digest: Option<&'a str>,
     opts: &'a PlanOptions,
     est: &'a eta::Estimator,
     command: &'a Result<Vec<String>, String>,
@@ -616,7 +613,7 @@ fn plan_search(
     let spec = &search.spec;
     let (probed, step) = search::replay(spec, |k| {
         let w = search.probe(k);
-        let identity = cell_identity(&c.engine, &c.model, cx.digest, s, &w);
+        let identity = cell_identity(c, s, &w);
         if stored_verdict(cx.index, &identity, &s.id, &w.cell_name(), cx.opts) != Verdict::Cached {
             return None;
         }

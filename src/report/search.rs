@@ -99,92 +99,10 @@ pub fn build(
     let mut rows = Vec::new();
     let mut picks = Vec::new();
     for search in searches {
-        let name = search.name();
-        let spec = &search.spec;
-        let mut mine: Vec<SearchRow> = Vec::new();
-        for server in servers {
-            let probe_cell = |k: u64| -> Option<&CellResult> {
-                let w = search.probe(k);
-                cells
-                    .iter()
-                    .copied()
-                    .find(|c| &c.server_id == server && c.workload == w && c.status.is_measured())
-            };
-            let verdict = |c: &CellResult| {
-                let facts = c.summary.as_ref().map(LevelFacts::from);
-                probe_verdict(spec, c.status, facts.as_ref(), c.failure.as_ref())
-            };
-            let (probed, step) =
-                search::replay(spec, |k| probe_cell(k).map(|c| verdict(c).passed()));
-            if probed.is_empty() {
-                continue;
-            }
-            let throughput = |load: f64| -> Option<Throughput> {
-                let c = probe_cell(spec.index_of(load)?)?;
-                let s: &LevelSummary = c.summary.as_ref()?;
-                Some(Throughput::of(s, c.server.gpus(), INTERVAL_SEED))
-            };
-            let first_fail = probed.iter().find(|(_, &p)| !p).map(|(&k, _)| k);
-            let missed = first_fail
-                .and_then(probe_cell)
-                .map(|c| verdict(c).missed)
-                .unwrap_or_default();
-            let (state, boundary, note) = match step {
-                Step::Done(Outcome::Boundary { pass, .. }) => {
-                    (SearchState::Boundary, Some(pass), None)
-                }
-                Step::Done(Outcome::AboveMax { pass }) => (
-                    SearchState::AboveMax,
-                    Some(pass),
-                    Some(format!("every bound holds up to the searched maximum, {pass}; the boundary is higher")),
-                ),
-                Step::Done(Outcome::BelowMin { .. }) => (
-                    SearchState::BelowMin,
-                    None,
-                    Some("the lowest load already misses a bound".to_string()),
-                ),
-                Step::Probe(k) => {
-                    let best_pass = probed
-                        .iter()
-                        .filter(|(&j, &p)| p && first_fail.is_none_or(|f| j < f))
-                        .map(|(&j, _)| spec.level(j))
-                        .next_back();
-                    (SearchState::Incomplete, best_pass, Some(format!("next probe would be {} {}", spec.axis, spec.level(k))))
-                }
-            };
-            mine.push(SearchRow {
-                search: name.clone(),
-                server_id: server.clone(),
-                axis: spec.axis,
-                bounds: spec.bounds.iter().map(|b| b.to_string()).collect(),
-                state,
-                per_gpu: if state == SearchState::Incomplete {
-                    None
-                } else {
-                    boundary.and_then(throughput)
-                },
-                boundary,
-                first_fail: first_fail.map(|k| spec.level(k)),
-                missed,
-                probes: probed.len(),
-                note,
-                probe_points: probed
-                    .iter()
-                    .map(|(&k, &passed)| ProbePoint {
-                        load: spec.level(k),
-                        passed,
-                        values: spec
-                            .bounds
-                            .iter()
-                            .map(|b| {
-                                let c = probe_cell(k)?;
-                                b.value(&LevelFacts::from(c.summary.as_ref()?))
-                            })
-                            .collect(),
-                    })
-                    .collect(),
-            });
-        }
+        let mut mine: Vec<SearchRow> = servers
+            .iter()
+            .filter_map(|server| row(search, server, cells))
+            .collect();
         // The leader: the highest throughput per GPU at a finished boundary.
         let leader = mine
             .iter()
@@ -195,74 +113,180 @@ pub fn build(
             })
             .cloned();
         if let Some(best) = &leader {
-            let best_t = best.per_gpu.expect("filtered");
-            for r in mine
-                .iter_mut()
-                .filter(|r| r.state == SearchState::Incomplete)
-            {
-                let fail_t = r.first_fail.and_then(|l| {
-                    let k = spec.index_of(l)?;
-                    let w = search.probe(k);
-                    let c = cells
-                        .iter()
-                        .find(|c| c.server_id == r.server_id && c.workload == w)?;
-                    Some(Throughput::of(
-                        c.summary.as_ref()?,
-                        c.server.gpus(),
-                        INTERVAL_SEED,
-                    ))
-                });
-                if let Some(t) = fail_t.filter(|t| cannot_win(t, &best_t)) {
-                    r.state = SearchState::StoppedEarly;
-                    r.note = Some(format!(
-                        "stopped early: cannot win — at {} {}, already past its boundary, at most {:.1} out tok/s per GPU; {} gives at least {:.1}",
-                        r.axis,
-                        r.first_fail.unwrap_or_default(),
-                        t.high,
-                        best.server_id,
-                        best_t.low
-                    ));
-                }
-            }
+            stop_early(search, best, &mut mine, cells);
         }
-        let runner_up = leader.as_ref().and_then(|best| {
-            mine.iter()
-                .filter(|r| r.server_id != best.server_id)
-                .filter_map(|r| r.per_gpu.map(|t| (r.server_id.clone(), t)))
-                .max_by(|a, b| {
-                    a.1.per_gpu
-                        .partial_cmp(&b.1.per_gpu)
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                })
-        });
-        let confidence = match (&leader, &runner_up) {
-            (None, _) => "no config met every bound at any searched load".to_string(),
-            (Some(_), None) => "the only config with a boundary".to_string(),
-            (Some(b), Some((id, t))) => {
-                let bt = b.per_gpu.expect("filtered");
-                if t.high < bt.low {
-                    format!(
-                        "clear: the runner-up {id}'s 95% interval ({:.1}–{:.1}) lies below",
-                        t.low, t.high
-                    )
-                } else {
-                    format!(
-                        "close: the runner-up {id}'s 95% interval ({:.1}–{:.1}) overlaps",
-                        t.low, t.high
-                    )
-                }
-            }
-        };
-        picks.push(SearchPick {
-            search: name.clone(),
-            server_id: leader.as_ref().map(|l| l.server_id.clone()),
-            boundary: leader.as_ref().and_then(|l| l.boundary),
-            per_gpu: leader.as_ref().and_then(|l| l.per_gpu),
-            confidence,
-        });
+        picks.push(pick(search.name(), leader.as_ref(), &mine));
         rows.extend(mine);
     }
     (rows, picks)
+}
+
+/// One server's row of one search, replayed from its stored probes (`None`:
+/// nothing probed).
+fn row(search: &Search, server: &str, cells: &[&CellResult]) -> Option<SearchRow> {
+    let spec = &search.spec;
+    let probe_cell = |k: u64| -> Option<&CellResult> {
+        let w = search.probe(k);
+        cells
+            .iter()
+            .copied()
+            .find(|c| c.server_id == server && c.workload == w && c.status.is_measured())
+    };
+    let verdict = |c: &CellResult| {
+        let facts = c.summary.as_ref().map(LevelFacts::from);
+        probe_verdict(spec, c.status, facts.as_ref(), c.failure.as_ref())
+    };
+    let (probed, step) = search::replay(spec, |k| probe_cell(k).map(|c| verdict(c).passed()));
+    if probed.is_empty() {
+        return None;
+    }
+    let throughput = |load: f64| -> Option<Throughput> {
+        let c = probe_cell(spec.index_of(load)?)?;
+        let s: &LevelSummary = c.summary.as_ref()?;
+        Some(Throughput::of(s, c.server.gpus(), INTERVAL_SEED))
+    };
+    let first_fail = probed.iter().find(|(_, &p)| !p).map(|(&k, _)| k);
+    let missed = first_fail
+        .and_then(probe_cell)
+        .map(|c| verdict(c).missed)
+        .unwrap_or_default();
+    let (state, boundary, note) = match step {
+        Step::Done(Outcome::Boundary { pass, .. }) => (SearchState::Boundary, Some(pass), None),
+        Step::Done(Outcome::AboveMax { pass }) => (
+            SearchState::AboveMax,
+            Some(pass),
+            Some(format!(
+                "every bound holds up to the searched maximum, {pass}; the boundary is higher"
+            )),
+        ),
+        Step::Done(Outcome::BelowMin { .. }) => (
+            SearchState::BelowMin,
+            None,
+            Some("the lowest load already misses a bound".to_string()),
+        ),
+        Step::Probe(k) => {
+            let best_pass = probed
+                .iter()
+                .filter(|(&j, &p)| p && first_fail.is_none_or(|f| j < f))
+                .map(|(&j, _)| spec.level(j))
+                .next_back();
+            (
+                SearchState::Incomplete,
+                best_pass,
+                Some(format!(
+                    "next probe would be {} {}",
+                    spec.axis,
+                    spec.level(k)
+                )),
+            )
+        }
+    };
+    Some(SearchRow {
+        search: search.name(),
+        server_id: server.to_string(),
+        axis: spec.axis,
+        bounds: spec.bounds.iter().map(|b| b.to_string()).collect(),
+        state,
+        per_gpu: if state == SearchState::Incomplete {
+            None
+        } else {
+            boundary.and_then(throughput)
+        },
+        boundary,
+        first_fail: first_fail.map(|k| spec.level(k)),
+        missed,
+        probes: probed.len(),
+        note,
+        probe_points: probed
+            .iter()
+            .map(|(&k, &passed)| ProbePoint {
+                load: spec.level(k),
+                passed,
+                values: spec
+                    .bounds
+                    .iter()
+                    .map(|b| {
+                        let c = probe_cell(k)?;
+                        b.value(&LevelFacts::from(c.summary.as_ref()?))
+                    })
+                    .collect(),
+            })
+            .collect(),
+    })
+}
+
+/// Marks the unfinished searches that cannot beat `best`: at their first
+/// failing load they already give less per GPU than its interval's low end.
+fn stop_early(search: &Search, best: &SearchRow, rows: &mut [SearchRow], cells: &[&CellResult]) {
+    let spec = &search.spec;
+    let best_t = best.per_gpu.expect("a leader has a throughput");
+    for r in rows
+        .iter_mut()
+        .filter(|r| r.state == SearchState::Incomplete)
+    {
+        let fail_t = r.first_fail.and_then(|l| {
+            let k = spec.index_of(l)?;
+            let w = search.probe(k);
+            let c = cells
+                .iter()
+                .find(|c| c.server_id == r.server_id && c.workload == w)?;
+            Some(Throughput::of(
+                c.summary.as_ref()?,
+                c.server.gpus(),
+                INTERVAL_SEED,
+            ))
+        });
+        if let Some(t) = fail_t.filter(|t| cannot_win(t, &best_t)) {
+            r.state = SearchState::StoppedEarly;
+            r.note = Some(format!(
+                "stopped early: cannot win — at {} {}, already past its boundary, at most {:.1} out tok/s per GPU; {} gives at least {:.1}",
+                r.axis,
+                r.first_fail.unwrap_or_default(),
+                t.high,
+                best.server_id,
+                best_t.low
+            ));
+        }
+    }
+}
+
+/// The config to deploy for one search: its leader, and how sure against the runner-up.
+fn pick(search: String, leader: Option<&SearchRow>, rows: &[SearchRow]) -> SearchPick {
+    let runner_up = leader.and_then(|best| {
+        rows.iter()
+            .filter(|r| r.server_id != best.server_id)
+            .filter_map(|r| r.per_gpu.map(|t| (r.server_id.clone(), t)))
+            .max_by(|a, b| {
+                a.1.per_gpu
+                    .partial_cmp(&b.1.per_gpu)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })
+    });
+    let confidence = match (leader, &runner_up) {
+        (None, _) => "no config met every bound at any searched load".to_string(),
+        (Some(_), None) => "the only config with a boundary".to_string(),
+        (Some(b), Some((id, t))) => {
+            let bt = b.per_gpu.expect("filtered");
+            if t.high < bt.low {
+                format!(
+                    "clear: the runner-up {id}'s 95% interval ({:.1}–{:.1}) lies below",
+                    t.low, t.high
+                )
+            } else {
+                format!(
+                    "close: the runner-up {id}'s 95% interval ({:.1}–{:.1}) overlaps",
+                    t.low, t.high
+                )
+            }
+        }
+    };
+    SearchPick {
+        search,
+        server_id: leader.map(|l| l.server_id.clone()),
+        boundary: leader.and_then(|l| l.boundary),
+        per_gpu: leader.and_then(|l| l.per_gpu),
+        confidence,
+    }
 }
 
 /// A search row's boundary in words, for tables.

@@ -15,7 +15,7 @@ use crate::campaign::Campaign;
 use crate::failure::{Failure, FailureClass};
 use crate::metrics::level::LevelSummary;
 use crate::plan::{self, PlannedCell, ServerGroup};
-use crate::store::identity::{cell_identity, model_config_digest};
+use crate::store::identity::cell_identity;
 use crate::store::judgment::judge;
 use crate::store::{CellResult, CellStatus, ServerRun, Store};
 use crate::util::units::now_rfc3339;
@@ -87,7 +87,6 @@ pub(super) struct GroupRun<'a> {
     /// Planned cells to run, then each search probe as it is chosen.
     cells: Vec<PlannedCell>,
     searches: GroupSearches<'a>,
-    digest: Option<String>,
     /// What this group did, for the run's outcome.
     pub(super) out: RunOutcome,
 }
@@ -115,7 +114,6 @@ impl<'a> GroupRun<'a> {
                 .cloned()
                 .collect(),
             searches: GroupSearches::new(c, g, store, slot.events),
-            digest: model_config_digest(&c.model),
             out: RunOutcome::default(),
         }
     }
@@ -323,7 +321,7 @@ impl<'a> GroupRun<'a> {
     fn not_needed(&self, cell: &PlannedCell) -> Option<String> {
         let (c, g) = (self.c, self.g);
         plan::enough_repetitions(c, &cell.workload, |p| {
-            let id = cell_identity(&c.engine, &c.model, self.digest.as_deref(), &g.server, p);
+            let id = cell_identity(c, &g.server, p);
             let r = self
                 .store
                 .read(&g.server.id, &p.cell_name())

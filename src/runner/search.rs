@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use crate::campaign::{Campaign, WorkloadPoint};
 use crate::plan::{PlannedCell, PlannedSearch, ServerGroup, Verdict};
 use crate::search::{self, cannot_win, LevelFacts, Step, Throughput, INTERVAL_SEED};
-use crate::store::identity::{cell_identity, model_config_digest};
+use crate::store::identity::cell_identity;
 use crate::store::{probe_verdict, CellResult, Store};
 
 use super::events::{Event, Events};
@@ -81,7 +81,6 @@ pub(crate) struct GroupSearches<'a> {
     runs: Vec<Running>,
     /// Identity of a probe in flight → (search, grid index).
     pending: HashMap<String, (usize, u64)>,
-    digest: Option<String>,
     events: &'a Events,
 }
 
@@ -114,7 +113,6 @@ impl<'a> GroupSearches<'a> {
             store,
             runs,
             pending: HashMap::new(),
-            digest: model_config_digest(&c.model),
             events,
         }
     }
@@ -183,13 +181,7 @@ impl<'a> GroupSearches<'a> {
                     }
                     let search = &self.c.searches[self.runs[r].planned.index];
                     let w = search.probe(k);
-                    let identity = cell_identity(
-                        &self.c.engine,
-                        &self.c.model,
-                        self.digest.as_deref(),
-                        &self.g.server,
-                        &w,
-                    );
+                    let identity = cell_identity(self.c, &self.g.server, &w);
                     self.pending.insert(identity.clone(), (r, k));
                     // The other searches' expected probes stay counted too.
                     let expected = (0..self.runs.len())

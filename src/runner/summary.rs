@@ -16,7 +16,6 @@ use crate::util::table;
 /// The results of the campaign's current cells among `all` (a results
 /// tree as loaded), in plan order; search probes follow, by server and load.
 pub fn current_cells(c: &Campaign, all: &[CellResult]) -> Vec<CellResult> {
-    let digest = crate::store::identity::model_config_digest(&c.model);
     // Keyed by server and identity: two servers with the same settings
     // (an exact twin) share identities but not results.
     let key = |r: &CellResult| (r.server_id.clone(), r.identity.clone());
@@ -24,8 +23,7 @@ pub fn current_cells(c: &Campaign, all: &[CellResult]) -> Vec<CellResult> {
     let mut ids = HashSet::new();
     for s in &c.servers {
         for w in &c.workloads {
-            let id =
-                crate::store::identity::cell_identity(&c.engine, &c.model, digest.as_deref(), s, w);
+            let id = crate::store::identity::cell_identity(c, s, w);
             ids.insert((s.id.clone(), id.clone()));
             wanted.push((s.id.clone(), id));
         }
@@ -35,7 +33,7 @@ pub fn current_cells(c: &Campaign, all: &[CellResult]) -> Vec<CellResult> {
     for r in all {
         if ids.contains(&key(r)) {
             by_id.insert(key(r), r);
-        } else if is_current_probe(c, digest.as_deref(), r) {
+        } else if is_current_probe(c, r) {
             probes.push(r);
         }
     }
@@ -84,15 +82,14 @@ pub fn load_results(c: &Campaign, store: &Store) -> ResultSet {
 
 /// Whether a stored cell is a probe of one of the campaign's searches, as
 /// the campaign now defines its server and workload.
-fn is_current_probe(c: &Campaign, digest: Option<&str>, r: &CellResult) -> bool {
+fn is_current_probe(c: &Campaign, r: &CellResult) -> bool {
     let Some(s) = c.servers.iter().find(|s| s.id == r.server_id) else {
         return false;
     };
     c.searches
         .iter()
         .any(|search| search.index_of(&r.workload).is_some())
-        && crate::store::identity::cell_identity(&c.engine, &c.model, digest, s, &r.workload)
-            == r.identity
+        && crate::store::identity::cell_identity(c, s, &r.workload) == r.identity
 }
 
 /// How a cell's status reads in the table: a skip or failure names its

@@ -5,10 +5,9 @@
 //! while any value that reaches the engine or the load generator does.
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
-use crate::campaign::resolve::{EngineSpec, ModelSpec};
-use crate::campaign::{ServerConfig, WorkloadPoint};
+use crate::campaign::resolve::EngineSpec;
+use crate::campaign::{Campaign, ServerConfig, WorkloadPoint};
 
 /// Version of the measurement method; bump when a change alters numbers.
 ///
@@ -30,26 +29,10 @@ struct IdentityInput<'a> {
     workload: &'a WorkloadPoint,
 }
 
-/// Digest of the model's config.json, when it is on disk.
-pub fn model_config_digest(model: &ModelSpec) -> Option<String> {
-    let p = model.config.as_ref()?;
-    let file = if p.is_dir() {
-        p.join("config.json")
-    } else {
-        p.clone()
-    };
-    let bytes = std::fs::read(file).ok()?;
-    Some(hex(&Sha256::digest(&bytes))[..16].to_string())
-}
-
-/// The identity of one cell.
-pub fn cell_identity(
-    engine: &EngineSpec,
-    model: &ModelSpec,
-    config_digest: Option<&str>,
-    server: &ServerConfig,
-    workload: &WorkloadPoint,
-) -> String {
+/// The identity of one cell (the model's config digest as read when the
+/// campaign was resolved).
+pub fn cell_identity(c: &Campaign, server: &ServerConfig, workload: &WorkloadPoint) -> String {
+    let (engine, model) = (&c.engine, &c.model);
     // A secret's value changes no number; rotating a key keeps every cell.
     let mut server_value =
         serde_json::to_value(server.redacted()).expect("server config serializes");
@@ -64,14 +47,14 @@ pub fn cell_identity(
         engine,
         model_path: &model.path,
         served_name: &model.served_name,
-        model_config_digest: config_digest,
+        model_config_digest: model.config_digest.as_deref(),
         server: server_value,
         workload,
     };
     let value = serde_json::to_value(&input).expect("identity input serializes");
     let mut canonical = String::new();
     write_canonical(&value, &mut canonical);
-    hex(&Sha256::digest(canonical.as_bytes()))[..32].to_string()
+    crate::util::digest::sha256_hex(canonical.as_bytes(), 32)
 }
 
 fn write_canonical(v: &serde_json::Value, out: &mut String) {
@@ -104,10 +87,6 @@ fn write_canonical(v: &serde_json::Value, out: &mut String) {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,7 +99,7 @@ mod tests {
         let mut out = Vec::new();
         for s in &c.servers {
             for w in &c.workloads {
-                out.push((s.id.clone(), cell_identity(&c.engine, &c.model, None, s, w)));
+                out.push((s.id.clone(), cell_identity(&c, s, w)));
             }
         }
         out
@@ -144,6 +123,37 @@ name = "w"
 concurrency = [1, 2]
 num_requests = 4
 "#;
+
+    #[test]
+    fn the_model_configs_bytes_are_part_of_the_identity_read_once_at_resolve() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("config.json");
+        let with_config = BASE.replace(
+            "path = \"m\"",
+            &format!(
+                "path = \"m\"\nconfig = {:?}",
+                dir.path().display().to_string()
+            ),
+        );
+        std::fs::write(&cfg, r#"{"num_hidden_layers": 32}"#).unwrap();
+        let first = ids(&with_config);
+        assert_eq!(first, ids(&with_config));
+        // No config, or another config: other cells.
+        assert_ne!(first, ids(BASE));
+        let (raw, src) = parse(Path::new("c.toml"), &with_config).unwrap();
+        let resolved = resolve(raw, &src).unwrap();
+        assert_eq!(
+            resolved.model.config_digest.as_deref(),
+            Some(crate::util::digest::sha256_hex(br#"{"num_hidden_layers": 32}"#, 16).as_str())
+        );
+        std::fs::write(&cfg, r#"{"num_hidden_layers": 64}"#).unwrap();
+        assert_ne!(first, ids(&with_config));
+        // The resolved campaign keeps the digest it read.
+        assert_eq!(
+            cell_identity(&resolved, &resolved.servers[0], &resolved.workloads[0]),
+            first[0].1
+        );
+    }
 
     #[test]
     fn cosmetic_changes_keep_identity_and_settings_change_it() {

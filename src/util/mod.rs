@@ -1,7 +1,8 @@
 //! Small helpers shared across modules: units and their formatting, shell
 //! quoting, atomic file writes, process helpers, the seeded generator,
-//! secret redaction and plain-text tables.
+//! secret redaction, plain-text tables and short SHA-256 digests.
 
+pub mod digest;
 pub mod fsx;
 pub mod proc;
 pub mod rng;

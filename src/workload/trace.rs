@@ -335,10 +335,7 @@ pub fn digest(path: &Path) -> Result<String, WorkloadError> {
         }
         hash.update(&buf[..n]);
     }
-    Ok(hash.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(crate::util::digest::hex(&hash.finalize()[..8]))
 }
 
 fn io(path: &Path, source: std::io::Error) -> WorkloadError {

@@ -33,6 +33,24 @@ pub struct ModelSpec {
     pub config: Option<PathBuf>,
     /// tokenizer.json for exact prompt lengths.
     pub tokenizer: Option<PathBuf>,
+    /// The first 16 hex digits of `config`'s config.json SHA-256, read once
+    /// when the campaign is resolved (part of every cell's identity).
+    #[serde(skip)]
+    pub config_digest: Option<String>,
+}
+
+impl ModelSpec {
+    /// The digest of the config.json that `config` names, when it is on disk.
+    pub fn read_config_digest(config: Option<&std::path::Path>) -> Option<String> {
+        let p = config?;
+        let file = if p.is_dir() {
+            p.join("config.json")
+        } else {
+            p.to_path_buf()
+        };
+        let bytes = std::fs::read(file).ok()?;
+        Some(crate::util::digest::sha256_hex(&bytes, 16))
+    }
 }
 
 /// The engine every server of the campaign runs.
@@ -325,6 +343,11 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
             )),
             None => None,
         },
+        config_digest: None,
+    };
+    let model = ModelSpec {
+        config_digest: ModelSpec::read_config_digest(model.config.as_deref()),
+        ..model
     };
     let engine = EngineSpec {
         kind: raw.engine.kind,
