@@ -170,11 +170,7 @@ const MAX_BUDGET_CHARTS: usize = 12;
 /// at TP1 and TP4 reads as two lines next to DFlash's; a chart holds one
 /// workload family at one load, at the family's lowest load (where drafting
 /// pays most) and at its highest (where it can cost).
-fn budget_charts(
-    points: &[PointRow],
-    line: &dyn Fn(String, usize, SeriesStyle, Vec<(f64, f64)>) -> Series,
-    notes: &mut Vec<String>,
-) -> Vec<Chart> {
+fn budget_charts(points: &[PointRow], notes: &mut Vec<String>) -> Vec<Chart> {
     let sweep: Vec<&PointRow> = points
         .iter()
         .filter(|p| p.budget.is_some() && p.output_tok_s.is_some())
@@ -291,6 +287,30 @@ fn distinct_budgets(series: &[Series]) -> usize {
     xs.len()
 }
 
+/// A line series, its points in x order.
+fn line(name: String, color: usize, style: SeriesStyle, mut points: Vec<(f64, f64)>) -> Series {
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Series {
+        name,
+        color,
+        style,
+        points,
+        labels: Vec::new(),
+    }
+}
+
+/// The servers in report order and their colours, shared by every chart.
+struct Palette<'a> {
+    servers: &'a [String],
+    color: &'a HashMap<&'a str, usize>,
+}
+
+impl Palette<'_> {
+    fn col(&self, s: &str) -> usize {
+        self.color.get(s).copied().unwrap_or(0)
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 /// The charts of a report, with notes on what they leave out.
 pub(super) fn charts(
@@ -303,8 +323,29 @@ pub(super) fn charts(
     baseline: Option<&str>,
     notes: &mut Vec<String>,
 ) -> Vec<Chart> {
+    let pal = Palette { servers, color };
+    let mut out = throughput_charts(&pal, points, notes);
+    match baseline {
+        None => notes.push("no baseline: speedup chart skipped".into()),
+        Some(b) => out.extend(speedup_chart(&pal, kinds, b, notes)),
+    }
+    // Budget sweep: one series per (method, TP), one chart per workload
+    // family at its lowest and its highest load.
+    out.extend(budget_charts(points, notes));
+    out.extend(context_charts(&pal, points, notes));
+    out.extend(per_gpu_charts(&pal, gpu));
+    out.extend(turn_chart(&pal, turns, notes));
+    out
+}
+
+/// Throughput and TTFT against concurrency, a pair per workload family.
+fn throughput_charts(
+    pal: &Palette<'_>,
+    points: &[PointRow],
+    notes: &mut Vec<String>,
+) -> Vec<Chart> {
+    let (servers, col) = (pal.servers, |s: &str| pal.col(s));
     let mut out = Vec::new();
-    let col = |s: &str| color.get(s).copied().unwrap_or(0);
     let usable_pts: Vec<&PointRow> = points
         .iter()
         .filter(|p| p.output_tok_s.is_some() && p.concurrency.is_some())
@@ -325,16 +366,6 @@ pub(super) fn charts(
     if families.is_empty() {
         notes.push("no usable closed-loop measurements: no throughput or latency charts".into());
     }
-    let line = |name: String, color: usize, style: SeriesStyle, mut pts: Vec<(f64, f64)>| {
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        Series {
-            name,
-            color,
-            style,
-            points: pts,
-            labels: Vec::new(),
-        }
-    };
     for fam in &families {
         let in_fam: Vec<&&PointRow> = usable_pts.iter().filter(|p| &p.family == fam).collect();
         let per_server =
@@ -384,64 +415,70 @@ pub(super) fn charts(
             series: lat,
         });
     }
+    out
+}
 
-    // Speedup per prompt kind and output length.
-    match baseline {
-        None => notes.push("no baseline: speedup chart skipped".into()),
-        Some(b) => {
-            let rows: Vec<&KindRow> = kinds
-                .iter()
-                .filter(|k| k.speedup_decode.is_some())
-                .collect();
-            let mut groups: Vec<String> = Vec::new();
-            for k in &rows {
-                let g = format!("{} · out {} · {}", k.kind, k.output_len, k.load);
-                if !groups.contains(&g) {
-                    groups.push(g);
-                }
-            }
-            if rows.is_empty() {
-                notes.push(format!("no usable cell shares a workload point with baseline `{b}`: speedup chart skipped"));
-            } else {
-                let series = servers
-                    .iter()
-                    .filter(|s| s.as_str() != b)
-                    .filter_map(|s| {
-                        let pts: Vec<(f64, f64)> = rows
-                            .iter()
-                            .filter(|k| &k.server_id == s)
-                            .filter_map(|k| {
-                                let g = format!("{} · out {} · {}", k.kind, k.output_len, k.load);
-                                Some((
-                                    groups.iter().position(|x| *x == g)? as f64,
-                                    k.speedup_decode?,
-                                ))
-                            })
-                            .collect();
-                        (!pts.is_empty()).then(|| line(s.clone(), col(s), SeriesStyle::Line, pts))
-                    })
-                    .collect();
-                out.push(Chart {
-                    section: ChartSection::Speedup,
-                    title: format!("Decode speedup over `{b}` per prompt kind and output length"),
-                    x_label: "prompt kind · output length (tokens) · load".into(),
-                    y_label: "per-request decode speed ratio (×)".into(),
-                    kind: ChartKind::Bars {
-                        groups,
-                        reference: Some(1.0),
-                    },
-                    series,
-                });
-            }
+/// Decode speedup over the baseline per prompt kind, output length and load.
+fn speedup_chart(
+    pal: &Palette<'_>,
+    kinds: &[KindRow],
+    b: &str,
+    notes: &mut Vec<String>,
+) -> Option<Chart> {
+    let (servers, col) = (pal.servers, |s: &str| pal.col(s));
+    let rows: Vec<&KindRow> = kinds
+        .iter()
+        .filter(|k| k.speedup_decode.is_some())
+        .collect();
+    let mut groups: Vec<String> = Vec::new();
+    for k in &rows {
+        let g = format!("{} · out {} · {}", k.kind, k.output_len, k.load);
+        if !groups.contains(&g) {
+            groups.push(g);
         }
     }
+    if rows.is_empty() {
+        notes.push(format!(
+            "no usable cell shares a workload point with baseline `{b}`: speedup chart skipped"
+        ));
+        return None;
+    }
+    let series = servers
+        .iter()
+        .filter(|s| s.as_str() != b)
+        .filter_map(|s| {
+            let pts: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|k| &k.server_id == s)
+                .filter_map(|k| {
+                    let g = format!("{} · out {} · {}", k.kind, k.output_len, k.load);
+                    Some((
+                        groups.iter().position(|x| *x == g)? as f64,
+                        k.speedup_decode?,
+                    ))
+                })
+                .collect();
+            (!pts.is_empty()).then(|| line(s.clone(), col(s), SeriesStyle::Line, pts))
+        })
+        .collect();
+    Some(Chart {
+        section: ChartSection::Speedup,
+        title: format!("Decode speedup over `{b}` per prompt kind and output length"),
+        x_label: "prompt kind · output length (tokens) · load".into(),
+        y_label: "per-request decode speed ratio (×)".into(),
+        kind: ChartKind::Bars {
+            groups,
+            reference: Some(1.0),
+        },
+        series,
+    })
+}
 
-    // Budget sweep: one series per (method, TP), one chart per workload
-    // family at its lowest and its highest load.
-    out.extend(budget_charts(points, &line, notes));
-
-    // Context length: one pair of charts per workload and output length,
-    // so an axis holds only its own workload's prompt lengths.
+/// TTFT and decode speed against prompt length, a pair per workload and
+/// output length, so an axis holds only its own workload's prompt lengths.
+fn context_charts(pal: &Palette<'_>, points: &[PointRow], notes: &mut Vec<String>) -> Vec<Chart> {
+    let (servers, col) = (pal.servers, |s: &str| pal.col(s));
+    let mut out = Vec::new();
     let ctx: Vec<&PointRow> = points
         .iter()
         .filter(|p| p.ttft_p50_ms.is_some() && !p.family.contains("-kinds-"))
@@ -515,8 +552,13 @@ pub(super) fn charts(
             series: mk(&|p| p.decode_tok_s_p50.map(|s| s.mean)),
         });
     }
+    out
+}
 
-    // Per-GPU trade-off with the Pareto frontier.
+/// Throughput per GPU against speed per user, with the Pareto frontier.
+fn per_gpu_charts(pal: &Palette<'_>, gpu: &[GpuPoint]) -> Vec<Chart> {
+    let (servers, col) = (pal.servers, |s: &str| pal.col(s));
+    let mut out = Vec::new();
     let mut gfam: Vec<String> = Vec::new();
     for g in gpu {
         if !gfam.contains(&g.family) {
@@ -564,11 +606,17 @@ pub(super) fn charts(
             series,
         });
     }
+    out
+}
 
-    // Agentic per-turn latency.
+/// Agentic sessions: latency per turn.
+fn turn_chart(pal: &Palette<'_>, turns: &[TurnRow], notes: &mut Vec<String>) -> Option<Chart> {
+    let col = |s: &str| pal.col(s);
     if turns.is_empty() {
         notes.push("no agentic sessions (requests with a turn index) in these results: per-turn latency chart skipped".into());
-    } else {
+        return None;
+    }
+    {
         let mut keys: Vec<(String, String)> = Vec::new();
         for t in turns {
             let k = (t.server_id.clone(), t.workload.clone());
@@ -597,14 +645,13 @@ pub(super) fn charts(
                 rows.iter().map(|t| (t.turn as f64, t.e2e_p50_ms)).collect(),
             ));
         }
-        out.push(Chart {
+        Some(Chart {
             section: ChartSection::Agentic,
             title: "Agentic sessions: latency per turn (p50)".into(),
             x_label: "turn".into(),
             y_label: "latency (ms)".into(),
             kind: ChartKind::Line { log_x: false },
             series,
-        });
+        })
     }
-    out
 }
