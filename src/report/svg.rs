@@ -169,235 +169,274 @@ pub fn render(chart: &Chart) -> String {
     let ymin = all.iter().map(|p| p.1).fold(0.0f64, f64::min);
     let (yt, ystep) = ticks(ymin, ymax);
     let ytop = yt.last().copied().unwrap_or(ymax).max(ymax);
-    let y = |v: f64| TOP + ph - (v - ymin) / (ytop - ymin) * ph;
-
-    // Axes frame and horizontal grid.
-    for t in &yt {
-        let _ = write!(
-            s,
-            r##"<line x1="{left}" x2="{}" y1="{:.1}" y2="{:.1}" stroke="#e3e3e3"/><text x="{}" y="{:.1}" class="tick" text-anchor="end">{}</text>"##,
-            left + pw,
-            y(*t),
-            y(*t),
-            left - 6.0,
-            y(*t) + 4.0,
-            tick_text(*t, ystep)
-        );
-    }
-    let _ = write!(
-        s,
-        r##"<line x1="{left}" x2="{left}" y1="{TOP}" y2="{:.1}" stroke="#333"/><line x1="{left}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#333"/>"##,
-        TOP + ph,
-        left + pw,
-        TOP + ph,
-        TOP + ph
-    );
-    let _ = write!(
-        s,
-        r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text><text transform="translate(16 {:.1}) rotate(-90)" class="axis" text-anchor="middle">{}</text>"#,
-        left + pw / 2.0,
-        height - 10.0,
-        esc(&chart.x_label),
-        TOP + ph / 2.0,
-        esc(&chart.y_label)
-    );
-
+    let f = Frame {
+        left,
+        pw,
+        ph,
+        ymin,
+        ytop,
+    };
+    f.axes(&mut s, chart, height, &yt, ystep);
     match &chart.kind {
-        ChartKind::Bars { groups, .. } => {
-            let n = chart.series.len().max(1) as f64;
-            let gw = pw / groups.len().max(1) as f64;
-            let bw = gw * 0.8 / n;
-            for (gi, g) in groups.iter().enumerate() {
-                let cx = left + gw * (gi as f64 + 0.5);
-                let _ = write!(
-                    s,
-                    r#"<text transform="translate({:.1} {:.1}) rotate(-40)" class="tick" text-anchor="end">{}</text>"#,
-                    cx,
-                    TOP + ph + 14.0,
-                    esc(g)
-                );
-            }
-            for (si, ser) in chart.series.iter().enumerate() {
-                for &(gx, v) in &ser.points {
-                    let x0 = left + gw * gx + gw * 0.1 + bw * si as f64;
-                    let (top, bot) = (y(v.max(ymin)), y(0.0f64.max(ymin)));
-                    let _ = write!(
-                        s,
-                        r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}: {:.3}</title></rect>"#,
-                        x0,
-                        top.min(bot),
-                        bw.max(1.0),
-                        (bot - top).abs(),
-                        color(ser.color),
-                        esc(&ser.name),
-                        v
-                    );
-                }
-            }
-            if let Some(r) = reference {
-                let _ = write!(
-                    s,
-                    r##"<line x1="{left}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#222" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" class="tick" text-anchor="end">baseline = {}</text>"##,
-                    left + pw,
-                    y(r),
-                    y(r),
-                    left + pw - 4.0,
-                    y(r) - 4.0,
-                    tick_text(r, 0.1)
-                );
-            }
-        }
-        ChartKind::Line { log_x } => {
-            let log_x = *log_x && all.iter().all(|p| p.0 > 0.0);
-            let fx = |v: f64| if log_x { v.log2() } else { v };
-            let (mut xlo, mut xhi) = all
-                .iter()
-                .map(|p| fx(p.0))
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-                    (a.min(v), b.max(v))
-                });
-            // One x value: a point at its own value, centred, with one tick.
-            let single = xhi - xlo < 1e-9;
-            if single {
-                xlo -= 1.0;
-                xhi += 1.0;
-            }
-            let pad = (xhi - xlo) * 0.05;
-            let (xlo, xhi) = (xlo - pad, xhi + pad);
-            let x = |v: f64| left + (fx(v) - xlo) / (xhi - xlo) * pw;
-            let xt: Vec<(f64, String)> = if single {
-                let v = all[0].0;
-                let label = if v.fract() == 0.0 {
-                    format!("{v:.0}")
-                } else {
-                    format!("{v}")
-                };
-                vec![(v, label)]
-            } else if log_x {
-                let mut v: Vec<f64> = all.iter().map(|p| p.0).collect();
-                v.sort_by(f64::total_cmp);
-                v.dedup();
-                v.into_iter().map(|t| (t, tick_text(t, 1.0))).collect()
-            } else {
-                let (t, step) = ticks(xlo, xhi);
-                t.into_iter().map(|v| (v, tick_text(v, step))).collect()
-            };
-            for (t, label) in &xt {
-                let _ = write!(
-                    s,
-                    r##"<line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#333"/><text x="{:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"##,
-                    x(*t),
-                    x(*t),
-                    TOP + ph,
-                    TOP + ph + 5.0,
-                    x(*t),
-                    TOP + ph + 18.0,
-                    label
-                );
-            }
-            // Frontier first so the markers sit on top of it.
-            let mut order: Vec<&Series> = chart.series.iter().collect();
-            order.sort_by_key(|s| s.style != SeriesStyle::Frontier);
-            for ser in order {
-                let c = if ser.style == SeriesStyle::Frontier {
-                    "#222"
-                } else {
-                    color(ser.color)
-                };
-                if ser.style != SeriesStyle::Markers && ser.points.len() > 1 {
-                    let d: Vec<String> = ser
-                        .points
-                        .iter()
-                        .map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1)))
-                        .collect();
-                    let (width, dash) = match ser.style {
-                        SeriesStyle::Dashed => (2.0, r#" stroke-dasharray="6 4""#),
-                        SeriesStyle::Frontier => (1.5, r#" stroke-dasharray="3 3""#),
-                        _ => (2.0, ""),
-                    };
-                    let _ = write!(
-                        s,
-                        r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="{width}"{dash}/>"#,
-                        d.join(" ")
-                    );
-                }
-                for (i, p) in ser.points.iter().enumerate() {
-                    if ser.style == SeriesStyle::Frontier {
-                        let _ = write!(
-                            s,
-                            r#"<circle cx="{:.1}" cy="{:.1}" r="7" fill="none" stroke="{c}" stroke-width="1.5"/>"#,
-                            x(p.0),
-                            y(p.1)
-                        );
-                        continue;
-                    }
-                    s.push_str(&marker(
-                        ser.color,
-                        x(p.0),
-                        y(p.1),
-                        3.5,
-                        c,
-                        &format!(
-                            "<title>{}: ({:.3}, {:.3})</title>",
-                            esc(&ser.name),
-                            p.0,
-                            p.1
-                        ),
-                    ));
-                    if let Some(l) = ser.labels.get(i) {
-                        let _ = write!(
-                            s,
-                            r#"<text x="{:.1}" y="{:.1}" class="pt">{}</text>"#,
-                            x(p.0) + 6.0,
-                            y(p.1) - 5.0,
-                            esc(l)
-                        );
-                    }
-                }
-            }
-        }
+        ChartKind::Bars { groups, .. } => f.bars(&mut s, chart, groups, reference),
+        ChartKind::Line { log_x } => f.lines(&mut s, chart, &all, *log_x),
     }
-
-    // Legend.
-    let lx = left + pw + 14.0;
-    for (i, ser) in chart.series.iter().enumerate() {
-        let ly = TOP + 8.0 + i as f64 * 18.0;
-        let c = if ser.style == SeriesStyle::Frontier {
-            "#222"
-        } else {
-            color(ser.color)
-        };
-        let sym = match (bars, ser.style) {
-            (true, _) => format!(
-                r#"<rect x="{lx}" y="{:.1}" width="14" height="10" fill="{c}"/>"#,
-                ly - 5.0
-            ),
-            (_, SeriesStyle::Dashed) => format!(
-                r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2" stroke-dasharray="6 4"/>"#,
-                lx + 18.0
-            ),
-            (_, SeriesStyle::Frontier) => format!(
-                r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="1.5" stroke-dasharray="3 3"/><circle cx="{}" cy="{ly}" r="5" fill="none" stroke="{c}"/>"#,
-                lx + 18.0,
-                lx + 9.0
-            ),
-            (_, SeriesStyle::Markers) => marker(ser.color, lx + 9.0, ly, 4.0, c, ""),
-            (_, SeriesStyle::Line) => format!(
-                r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2"/>{}"#,
-                lx + 18.0,
-                marker(ser.color, lx + 9.0, ly, 3.0, c, "")
-            ),
-        };
-        let _ = write!(
-            s,
-            r#"{sym}<text x="{}" y="{:.1}" class="legend">{}</text>"#,
-            lx + 24.0,
-            ly + 4.0,
-            esc(&ser.name)
-        );
-    }
+    f.legend(&mut s, chart, bars);
     s.push_str("</svg>");
     s
+}
+
+/// Where a chart's plot area lies and how values map onto it.
+struct Frame {
+    left: f64,
+    pw: f64,
+    ph: f64,
+    ymin: f64,
+    ytop: f64,
+}
+
+impl Frame {
+    fn y(&self, v: f64) -> f64 {
+        TOP + self.ph - (v - self.ymin) / (self.ytop - self.ymin) * self.ph
+    }
+
+    /// The frame, the horizontal grid with its ticks and both axis labels.
+    fn axes(&self, s: &mut String, chart: &Chart, height: f64, yt: &[f64], ystep: f64) {
+        let (left, pw, ph) = (self.left, self.pw, self.ph);
+        let y = |v: f64| self.y(v);
+        for t in yt {
+            let _ = write!(
+                s,
+                r##"<line x1="{left}" x2="{}" y1="{:.1}" y2="{:.1}" stroke="#e3e3e3"/><text x="{}" y="{:.1}" class="tick" text-anchor="end">{}</text>"##,
+                left + pw,
+                y(*t),
+                y(*t),
+                left - 6.0,
+                y(*t) + 4.0,
+                tick_text(*t, ystep)
+            );
+        }
+        let _ = write!(
+            s,
+            r##"<line x1="{left}" x2="{left}" y1="{TOP}" y2="{:.1}" stroke="#333"/><line x1="{left}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#333"/>"##,
+            TOP + ph,
+            left + pw,
+            TOP + ph,
+            TOP + ph
+        );
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text><text transform="translate(16 {:.1}) rotate(-90)" class="axis" text-anchor="middle">{}</text>"#,
+            left + pw / 2.0,
+            height - 10.0,
+            esc(&chart.x_label),
+            TOP + ph / 2.0,
+            esc(&chart.y_label)
+        );
+    }
+
+    /// Bars per group and series, and the reference line.
+    fn bars(&self, s: &mut String, chart: &Chart, groups: &[String], reference: Option<f64>) {
+        let (left, pw, ph, ymin) = (self.left, self.pw, self.ph, self.ymin);
+        let y = |v: f64| self.y(v);
+        let n = chart.series.len().max(1) as f64;
+        let gw = pw / groups.len().max(1) as f64;
+        let bw = gw * 0.8 / n;
+        for (gi, g) in groups.iter().enumerate() {
+            let cx = left + gw * (gi as f64 + 0.5);
+            let _ = write!(
+                s,
+                r#"<text transform="translate({:.1} {:.1}) rotate(-40)" class="tick" text-anchor="end">{}</text>"#,
+                cx,
+                TOP + ph + 14.0,
+                esc(g)
+            );
+        }
+        for (si, ser) in chart.series.iter().enumerate() {
+            for &(gx, v) in &ser.points {
+                let x0 = left + gw * gx + gw * 0.1 + bw * si as f64;
+                let (top, bot) = (y(v.max(ymin)), y(0.0f64.max(ymin)));
+                let _ = write!(
+                    s,
+                    r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}: {:.3}</title></rect>"#,
+                    x0,
+                    top.min(bot),
+                    bw.max(1.0),
+                    (bot - top).abs(),
+                    color(ser.color),
+                    esc(&ser.name),
+                    v
+                );
+            }
+        }
+        if let Some(r) = reference {
+            let _ = write!(
+                s,
+                r##"<line x1="{left}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#222" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" class="tick" text-anchor="end">baseline = {}</text>"##,
+                left + pw,
+                y(r),
+                y(r),
+                left + pw - 4.0,
+                y(r) - 4.0,
+                tick_text(r, 0.1)
+            );
+        }
+    }
+
+    /// Lines, markers and the frontier over an x axis of their values.
+    fn lines(&self, s: &mut String, chart: &Chart, all: &[(f64, f64)], log_x: bool) {
+        let (left, pw, ph) = (self.left, self.pw, self.ph);
+        let y = |v: f64| self.y(v);
+        let log_x = log_x && all.iter().all(|p| p.0 > 0.0);
+        let fx = |v: f64| if log_x { v.log2() } else { v };
+        let (mut xlo, mut xhi) = all
+            .iter()
+            .map(|p| fx(p.0))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                (a.min(v), b.max(v))
+            });
+        // One x value: a point at its own value, centred, with one tick.
+        let single = xhi - xlo < 1e-9;
+        if single {
+            xlo -= 1.0;
+            xhi += 1.0;
+        }
+        let pad = (xhi - xlo) * 0.05;
+        let (xlo, xhi) = (xlo - pad, xhi + pad);
+        let x = |v: f64| left + (fx(v) - xlo) / (xhi - xlo) * pw;
+        let xt: Vec<(f64, String)> = if single {
+            let v = all[0].0;
+            let label = if v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v}")
+            };
+            vec![(v, label)]
+        } else if log_x {
+            let mut v: Vec<f64> = all.iter().map(|p| p.0).collect();
+            v.sort_by(f64::total_cmp);
+            v.dedup();
+            v.into_iter().map(|t| (t, tick_text(t, 1.0))).collect()
+        } else {
+            let (t, step) = ticks(xlo, xhi);
+            t.into_iter().map(|v| (v, tick_text(v, step))).collect()
+        };
+        for (t, label) in &xt {
+            let _ = write!(
+                s,
+                r##"<line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#333"/><text x="{:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"##,
+                x(*t),
+                x(*t),
+                TOP + ph,
+                TOP + ph + 5.0,
+                x(*t),
+                TOP + ph + 18.0,
+                label
+            );
+        }
+        // Frontier first so the markers sit on top of it.
+        let mut order: Vec<&Series> = chart.series.iter().collect();
+        order.sort_by_key(|s| s.style != SeriesStyle::Frontier);
+        for ser in order {
+            let c = if ser.style == SeriesStyle::Frontier {
+                "#222"
+            } else {
+                color(ser.color)
+            };
+            if ser.style != SeriesStyle::Markers && ser.points.len() > 1 {
+                let d: Vec<String> = ser
+                    .points
+                    .iter()
+                    .map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1)))
+                    .collect();
+                let (width, dash) = match ser.style {
+                    SeriesStyle::Dashed => (2.0, r#" stroke-dasharray="6 4""#),
+                    SeriesStyle::Frontier => (1.5, r#" stroke-dasharray="3 3""#),
+                    _ => (2.0, ""),
+                };
+                let _ = write!(
+                    s,
+                    r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="{width}"{dash}/>"#,
+                    d.join(" ")
+                );
+            }
+            for (i, p) in ser.points.iter().enumerate() {
+                if ser.style == SeriesStyle::Frontier {
+                    let _ = write!(
+                        s,
+                        r#"<circle cx="{:.1}" cy="{:.1}" r="7" fill="none" stroke="{c}" stroke-width="1.5"/>"#,
+                        x(p.0),
+                        y(p.1)
+                    );
+                    continue;
+                }
+                s.push_str(&marker(
+                    ser.color,
+                    x(p.0),
+                    y(p.1),
+                    3.5,
+                    c,
+                    &format!(
+                        "<title>{}: ({:.3}, {:.3})</title>",
+                        esc(&ser.name),
+                        p.0,
+                        p.1
+                    ),
+                ));
+                if let Some(l) = ser.labels.get(i) {
+                    let _ = write!(
+                        s,
+                        r#"<text x="{:.1}" y="{:.1}" class="pt">{}</text>"#,
+                        x(p.0) + 6.0,
+                        y(p.1) - 5.0,
+                        esc(l)
+                    );
+                }
+            }
+        }
+    }
+
+    /// One legend line per series, beside the plot.
+    fn legend(&self, s: &mut String, chart: &Chart, bars: bool) {
+        let (left, pw) = (self.left, self.pw);
+        let lx = left + pw + 14.0;
+        for (i, ser) in chart.series.iter().enumerate() {
+            let ly = TOP + 8.0 + i as f64 * 18.0;
+            let c = if ser.style == SeriesStyle::Frontier {
+                "#222"
+            } else {
+                color(ser.color)
+            };
+            let sym = match (bars, ser.style) {
+                (true, _) => format!(
+                    r#"<rect x="{lx}" y="{:.1}" width="14" height="10" fill="{c}"/>"#,
+                    ly - 5.0
+                ),
+                (_, SeriesStyle::Dashed) => format!(
+                    r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2" stroke-dasharray="6 4"/>"#,
+                    lx + 18.0
+                ),
+                (_, SeriesStyle::Frontier) => format!(
+                    r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="1.5" stroke-dasharray="3 3"/><circle cx="{}" cy="{ly}" r="5" fill="none" stroke="{c}"/>"#,
+                    lx + 18.0,
+                    lx + 9.0
+                ),
+                (_, SeriesStyle::Markers) => marker(ser.color, lx + 9.0, ly, 4.0, c, ""),
+                (_, SeriesStyle::Line) => format!(
+                    r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2"/>{}"#,
+                    lx + 18.0,
+                    marker(ser.color, lx + 9.0, ly, 3.0, c, "")
+                ),
+            };
+            let _ = write!(
+                s,
+                r#"{sym}<text x="{}" y="{:.1}" class="legend">{}</text>"#,
+                lx + 24.0,
+                ly + 4.0,
+                esc(&ser.name)
+            );
+        }
+    }
 }
 
 #[cfg(test)]
