@@ -81,13 +81,13 @@ impl Agreement {
     }
 }
 
+/// Each cell's agreement with the baseline and its mismatch, by (server, identity).
+pub type Agreements = HashMap<(String, String), (Agreement, Option<Failure>)>;
+
 /// Each usable cell's agreement with the baseline's usable cell at the same
 /// point and repetition, with its mismatch when there is one, by (server,
 /// identity): an exact twin of the baseline shares its identities.
-pub fn judge_cells(
-    cells: &[&CellResult],
-    baseline: Option<&str>,
-) -> HashMap<(String, String), (Agreement, Option<Failure>)> {
+pub fn judge_cells(cells: &[&CellResult], baseline: Option<&str>) -> Agreements {
     let mut out = HashMap::new();
     let Some(b) = baseline else {
         return out;

@@ -577,60 +577,9 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         ),
     };
     let mut notes = Vec::new();
-    // Server order: the campaign's, then any others by id.
-    let mut servers: Vec<String> = meta.map(|m| m.servers.clone()).unwrap_or_default();
-    let known: BTreeSet<String> = set.cells.iter().map(|c| c.server_id.clone()).collect();
-    for s in &known {
-        if !servers.contains(s) {
-            servers.push(s.clone());
-        }
-    }
-    servers.retain(|s| known.contains(s));
-    if let Some(b) = &baseline {
-        if !known.contains(b) {
-            notes.push(format!(
-                "baseline `{b}` has no stored cells, so no speedups"
-            ));
-        }
-    }
-    let server_rank: HashMap<&str, usize> = servers
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.as_str(), i))
-        .collect();
-    let workload_rank: HashMap<&str, usize> = meta
-        .map(|m| {
-            m.workloads
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (s.as_str(), i))
-                .collect()
-        })
-        .unwrap_or_default();
-
+    let servers = server_order(set, baseline.as_deref(), &mut notes);
     let mut cells: Vec<&CellResult> = set.cells.iter().collect();
-    cells.sort_by(|a, b| {
-        let key = |c: &CellResult| {
-            (
-                server_rank
-                    .get(c.server_id.as_str())
-                    .copied()
-                    .unwrap_or(usize::MAX),
-                workload_rank
-                    .get(c.workload.workload.as_str())
-                    .copied()
-                    .unwrap_or(usize::MAX),
-                c.workload.workload.clone(),
-                c.workload.input_len,
-                c.workload.output_len,
-            )
-        };
-        key(a)
-            .cmp(&key(b))
-            .then(load_order(&a.workload.load).total_cmp(&load_order(&b.workload.load)))
-            .then(a.workload.repetition.cmp(&b.workload.repetition))
-            .then(a.cell_name.cmp(&b.cell_name))
-    });
+    sort_cells(&mut cells, &servers, meta);
 
     // Answers that are not the baseline's make a cell suspicious here, as
     // degenerate ones do when judged: its numbers are not a config's speed.
@@ -640,45 +589,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
     let checks = super::checks::judge(&servers, &cells, baseline.as_deref());
     let answers =
         super::agreement::answer_rows(&servers, baseline.as_deref(), &cells, &agreements, &checks);
-    let mismatched: Vec<CellResult> = cells
-        .iter()
-        .filter_map(|c| {
-            let key = (c.server_id.clone(), c.identity.clone());
-            // Wrong answers say more than answers that differ.
-            let f = checks
-                .failures
-                .get(&key)
-                .cloned()
-                .or_else(|| agreements.get(&key).and_then(|a| a.1.clone()))?;
-            let mut m = (*c).clone();
-            m.status = CellStatus::Suspicious;
-            m.warnings.push(f.detail.clone());
-            m.failure = Some(f);
-            Some(m)
-        })
-        .collect();
-    for s in &servers {
-        for (class, why) in [
-            (
-                FailureClass::OutputMismatch,
-                "their answers differ from the baseline's",
-            ),
-            (
-                FailureClass::WrongAnswers,
-                "their answers fail their checks clearly more often than the baseline's",
-            ),
-        ] {
-            let n = mismatched
-                .iter()
-                .filter(|m| &m.server_id == s && m.failure.as_ref().map(|f| f.class) == Some(class))
-                .count();
-            if n > 0 {
-                notes.push(format!(
-                    "server `{s}`: {n} cells not ranked: {why} ({class}; see the failed and suspicious cells)"
-                ));
-            }
-        }
-    }
+    let mismatched = suspicious_answers(&servers, &cells, &agreements, &checks, &mut notes);
     let cells: Vec<&CellResult> = cells
         .iter()
         .map(|c| {
@@ -723,20 +634,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         .copied()
         .filter(|c| !c.status.is_usable() || under_loaded(c).is_none())
         .collect();
-    for s in &servers {
-        let under: Vec<String> = rows
-            .iter()
-            .filter(|r| &r.server_id == s && r.usable)
-            .filter_map(|r| Some(format!("{} ({})", r.cell_name, r.under_loaded.as_deref()?)))
-            .collect();
-        if !under.is_empty() {
-            notes.push(format!(
-                "server `{s}`: {} cells under-loaded, not drawn or ranked at their concurrency: {}",
-                under.len(),
-                under.join("; ")
-            ));
-        }
-    }
+    note_under_loaded(&servers, &rows, &mut notes);
     let drawn: Vec<PointRow> = points
         .iter()
         .filter(|p| p.under_loaded.is_none())
@@ -757,25 +655,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         &cells,
     );
     let stream_picks = stream_picks(&cells, &mut rng, opts.include_crashed, baseline.as_deref());
-    let problems: Vec<Problem> = cells
-        .iter()
-        .filter(|c| c.status != CellStatus::Ok)
-        .map(|c| Problem {
-            server_id: c.server_id.clone(),
-            cell_name: c.cell_name.clone(),
-            status: c.status,
-            class: c.failure.as_ref().map(|f| f.class),
-            evidence: reason_of(c).unwrap_or_else(|| {
-                let s = c.summary.as_ref();
-                format!(
-                    "{} of {} requests failed",
-                    s.map_or(0, |s| s.failed),
-                    s.map_or(0, |s| s.failed + s.completed)
-                )
-            }),
-            log_excerpt: c.failure.as_ref().and_then(|f| f.log_excerpt.clone()),
-        })
-        .collect();
+    let problems = problems(&cells);
     let turns = turn_rows(&cells);
     let mut charts = charts(
         &servers,
@@ -807,15 +687,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         baseline,
         baseline_source,
         measured_until: set.cells.iter().map(|c| c.finished_at.clone()).max(),
-        engine_builds: {
-            let mut by: BTreeMap<String, usize> = BTreeMap::new();
-            for c in set.cells.iter().filter(|c| c.summary.is_some()) {
-                if let Some(b) = &c.engine_build {
-                    *by.entry(b.version.clone()).or_insert(0) += 1;
-                }
-            }
-            by.into_iter().collect()
-        },
+        engine_builds: engine_builds(set),
         servers,
         cells: rows,
         points,
@@ -835,6 +707,181 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         charts,
         notes,
     }
+}
+
+/// Cells in report order: by server and workload in the campaign's order,
+/// then prompt and output length, load, repetition and name.
+fn sort_cells(
+    cells: &mut [&CellResult],
+    servers: &[String],
+    meta: Option<&crate::store::meta::CampaignMeta>,
+) {
+    let server_rank: HashMap<&str, usize> = servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.as_str(), i))
+        .collect();
+    let workload_rank: HashMap<&str, usize> = meta
+        .map(|m| {
+            m.workloads
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.as_str(), i))
+                .collect()
+        })
+        .unwrap_or_default();
+
+    cells.sort_by(|a, b| {
+        let key = |c: &CellResult| {
+            (
+                server_rank
+                    .get(c.server_id.as_str())
+                    .copied()
+                    .unwrap_or(usize::MAX),
+                workload_rank
+                    .get(c.workload.workload.as_str())
+                    .copied()
+                    .unwrap_or(usize::MAX),
+                c.workload.workload.clone(),
+                c.workload.input_len,
+                c.workload.output_len,
+            )
+        };
+        key(a)
+            .cmp(&key(b))
+            .then(load_order(&a.workload.load).total_cmp(&load_order(&b.workload.load)))
+            .then(a.workload.repetition.cmp(&b.workload.repetition))
+            .then(a.cell_name.cmp(&b.cell_name))
+    });
+}
+
+/// Server order: the campaign's, then any others by id; only servers with
+/// stored cells.
+fn server_order(set: &ResultSet, baseline: Option<&str>, notes: &mut Vec<String>) -> Vec<String> {
+    let mut servers: Vec<String> = set
+        .meta
+        .as_ref()
+        .map(|m| m.servers.clone())
+        .unwrap_or_default();
+    let known: BTreeSet<String> = set.cells.iter().map(|c| c.server_id.clone()).collect();
+    for s in &known {
+        if !servers.contains(s) {
+            servers.push(s.clone());
+        }
+    }
+    servers.retain(|s| known.contains(s));
+    if let Some(b) = baseline {
+        if !known.contains(b) {
+            notes.push(format!(
+                "baseline `{b}` has no stored cells, so no speedups"
+            ));
+        }
+    }
+    servers
+}
+
+/// The cells whose answers are not the baseline's, or fail their checks
+/// clearly more often, marked suspicious with the reason, and a note per
+/// server saying how many are not ranked.
+fn suspicious_answers(
+    servers: &[String],
+    cells: &[&CellResult],
+    agreements: &super::agreement::Agreements,
+    checks: &super::checks::Checks,
+    notes: &mut Vec<String>,
+) -> Vec<CellResult> {
+    let mismatched: Vec<CellResult> = cells
+        .iter()
+        .filter_map(|c| {
+            let key = (c.server_id.clone(), c.identity.clone());
+            // Wrong answers say more than answers that differ.
+            let f = checks
+                .failures
+                .get(&key)
+                .cloned()
+                .or_else(|| agreements.get(&key).and_then(|a| a.1.clone()))?;
+            let mut m = (*c).clone();
+            m.status = CellStatus::Suspicious;
+            m.warnings.push(f.detail.clone());
+            m.failure = Some(f);
+            Some(m)
+        })
+        .collect();
+    for s in servers {
+        for (class, why) in [
+            (
+                FailureClass::OutputMismatch,
+                "their answers differ from the baseline's",
+            ),
+            (
+                FailureClass::WrongAnswers,
+                "their answers fail their checks clearly more often than the baseline's",
+            ),
+        ] {
+            let n = mismatched
+                .iter()
+                .filter(|m| &m.server_id == s && m.failure.as_ref().map(|f| f.class) == Some(class))
+                .count();
+            if n > 0 {
+                notes.push(format!(
+                    "server `{s}`: {n} cells not ranked: {why} ({class}; see the failed and suspicious cells)"
+                ));
+            }
+        }
+    }
+    mismatched
+}
+
+/// A note per server naming its under-loaded cells.
+fn note_under_loaded(servers: &[String], rows: &[CellRow], notes: &mut Vec<String>) {
+    for s in servers {
+        let under: Vec<String> = rows
+            .iter()
+            .filter(|r| &r.server_id == s && r.usable)
+            .filter_map(|r| Some(format!("{} ({})", r.cell_name, r.under_loaded.as_deref()?)))
+            .collect();
+        if !under.is_empty() {
+            notes.push(format!(
+                "server `{s}`: {} cells under-loaded, not drawn or ranked at their concurrency: {}",
+                under.len(),
+                under.join("; ")
+            ));
+        }
+    }
+}
+
+/// Every cell that is not plainly ok, with its evidence.
+fn problems(cells: &[&CellResult]) -> Vec<Problem> {
+    cells
+        .iter()
+        .filter(|c| c.status != CellStatus::Ok)
+        .map(|c| Problem {
+            server_id: c.server_id.clone(),
+            cell_name: c.cell_name.clone(),
+            status: c.status,
+            class: c.failure.as_ref().map(|f| f.class),
+            evidence: reason_of(c).unwrap_or_else(|| {
+                let s = c.summary.as_ref();
+                format!(
+                    "{} of {} requests failed",
+                    s.map_or(0, |s| s.failed),
+                    s.map_or(0, |s| s.failed + s.completed)
+                )
+            }),
+            log_excerpt: c.failure.as_ref().and_then(|f| f.log_excerpt.clone()),
+        })
+        .collect()
+}
+
+/// Measured cells per engine build version.
+fn engine_builds(set: &ResultSet) -> Vec<(String, usize)> {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for c in set.cells.iter().filter(|c| c.summary.is_some()) {
+        if let Some(b) = &c.engine_build {
+            *by.entry(b.version.clone()).or_insert(0) += 1;
+        }
+    }
+    by.into_iter().collect()
 }
 
 fn cell_row(
