@@ -20,13 +20,15 @@ pub(super) fn findings(
     state_limit: Option<u64>,
 ) -> Vec<Finding> {
     let mut verdicts = Vec::new();
-    let tp = e.tp;
-    let fraction = e.mem_fraction;
-    let total = inputs.gpu_memory_bytes as f64;
-    let kv_capacity = e.kv_capacity_tokens;
-    let context = e.context_length;
-    let max_concurrent = e.max_concurrent_requests;
-    let all_weights = (e.weights_bytes_per_gpu + e.draft_weights_bytes_per_gpu) as f64;
+    tp_findings(model, inputs, e.tp, &mut verdicts);
+    capacity_findings(model, inputs, rules, e, budget, &mut verdicts);
+    state_slot_findings(model, inputs, e, state_limit, &mut verdicts);
+    verdicts.sort_by_key(|v| v.level != Level::Error);
+    verdicts
+}
+
+/// Whether the GPUs at hand and every head count of the model allow TP `tp`.
+fn tp_findings(model: &ModelInfo, inputs: &MemoryInputs, tp: u32, verdicts: &mut Vec<Finding>) {
     // The TP sizes that split every head count of the model, up to the GPUs at hand.
     let fitting = |max: u32| -> String {
         let v: Vec<String> = (1..=max.max(1))
@@ -91,6 +93,23 @@ pub(super) fn findings(
             )));
         }
     }
+}
+
+/// Whether the weights, the KV cache, the context and the concurrency fit.
+fn capacity_findings(
+    model: &ModelInfo,
+    inputs: &MemoryInputs,
+    rules: &dyn Rules,
+    e: &Estimate,
+    budget: f64,
+    verdicts: &mut Vec<Finding>,
+) {
+    let fraction = e.mem_fraction;
+    let total = inputs.gpu_memory_bytes as f64;
+    let kv_capacity = e.kv_capacity_tokens;
+    let context = e.context_length;
+    let max_concurrent = e.max_concurrent_requests;
+    let all_weights = (e.weights_bytes_per_gpu + e.draft_weights_bytes_per_gpu) as f64;
     if all_weights > budget {
         verdicts.push(err(format!(
             "weights alone need {:.1} GiB per GPU but the memory rule allows {:.1} GiB \
@@ -145,53 +164,63 @@ pub(super) fn findings(
             )));
         }
     }
-    if let (Some(limit), Some(slots)) = (state_limit, e.state_slots) {
-        let speculative = inputs.speculative_num_draft_tokens.is_some() || inputs.draft.is_some();
-        let asked = inputs
-            .max_running_requests
-            .or((speculative && inputs.engine == super::EngineRule::Sglang)
-                .then_some(super::mamba::SPECULATIVE_DEFAULT_RUNNING));
-        let per = e.state_slots_per_request.unwrap_or(1);
-        let mut fixes = Vec::new();
-        if let Some(asked) = asked.filter(|&a| limit < u64::from(a)) {
-            if let Some(m) = super::running_that_fits(model, inputs, asked) {
-                fixes.push(format!("--max-running-requests {m} fits"));
-            }
-            if let Some(d) = super::draft_tokens_that_fit(model, inputs, asked) {
-                fixes.push(format!(
-                    "{d} draft tokens per step fit {asked} running requests"
-                ));
-            } else if limit == 0 {
-                if let Some(d) = super::draft_tokens_that_fit(model, inputs, 1) {
-                    fixes.push(format!("{d} draft tokens per step fit one running request"));
-                }
-            }
-            let fix = if fixes.is_empty() {
-                String::new()
-            } else {
-                format!("; {}", fixes.join(", or "))
-            };
-            if limit == 0 {
-                verdicts.push(err(format!(
-                    "{slots} recurrent-state slots ({per} per running request) leave no room for one request: \
-                     SGLang refuses to start; lower --max-running-requests or the draft tokens, \
-                     or raise --mem-fraction-static{fix}"
-                )));
-            } else {
-                verdicts.push(warn(format!(
-                    "state slots allow only {limit} running requests ({slots} slots, {per} per request), \
-                     below --max-running-requests {asked}: the server will cap it at {limit}{fix}"
-                )));
-            }
+}
+
+/// Whether the recurrent-state slots hold the running requests asked for,
+/// with the settings that would fit.
+fn state_slot_findings(
+    model: &ModelInfo,
+    inputs: &MemoryInputs,
+    e: &Estimate,
+    state_limit: Option<u64>,
+    verdicts: &mut Vec<Finding>,
+) {
+    let (Some(limit), Some(slots)) = (state_limit, e.state_slots) else {
+        return;
+    };
+    let speculative = inputs.speculative_num_draft_tokens.is_some() || inputs.draft.is_some();
+    let asked = inputs
+        .max_running_requests
+        .or((speculative && inputs.engine == super::EngineRule::Sglang)
+            .then_some(super::mamba::SPECULATIVE_DEFAULT_RUNNING));
+    let per = e.state_slots_per_request.unwrap_or(1);
+    let mut fixes = Vec::new();
+    if let Some(asked) = asked.filter(|&a| limit < u64::from(a)) {
+        if let Some(m) = super::running_that_fits(model, inputs, asked) {
+            fixes.push(format!("--max-running-requests {m} fits"));
+        }
+        if let Some(d) = super::draft_tokens_that_fit(model, inputs, asked) {
+            fixes.push(format!(
+                "{d} draft tokens per step fit {asked} running requests"
+            ));
         } else if limit == 0 {
+            if let Some(d) = super::draft_tokens_that_fit(model, inputs, 1) {
+                fixes.push(format!("{d} draft tokens per step fit one running request"));
+            }
+        }
+        let fix = if fixes.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", fixes.join(", or "))
+        };
+        if limit == 0 {
             verdicts.push(err(format!(
                 "{slots} recurrent-state slots ({per} per running request) leave no room for one request: \
-                 SGLang refuses to start; raise --mem-fraction-static or lower the draft tokens"
+                 SGLang refuses to start; lower --max-running-requests or the draft tokens, \
+                 or raise --mem-fraction-static{fix}"
+            )));
+        } else {
+            verdicts.push(warn(format!(
+                "state slots allow only {limit} running requests ({slots} slots, {per} per request), \
+                 below --max-running-requests {asked}: the server will cap it at {limit}{fix}"
             )));
         }
+    } else if limit == 0 {
+        verdicts.push(err(format!(
+            "{slots} recurrent-state slots ({per} per running request) leave no room for one request: \
+             SGLang refuses to start; raise --mem-fraction-static or lower the draft tokens"
+        )));
     }
-    verdicts.sort_by_key(|v| v.level != Level::Error);
-    verdicts
 }
 
 /// Whether TP `t` splits every head count of `model` evenly (KV heads may
