@@ -243,123 +243,8 @@ pub(super) fn expand_workloads(
             searches.extend(search);
             continue;
         }
-        let search = match &w.search {
-            None => None,
-            Some(sp) => {
-                if w.concurrency.is_some() || w.rate.is_some() {
-                    return Err(src.error(
-                        sp,
-                        format!("workload `{name}`: a search chooses the loads itself; remove `concurrency` and `rate`, or the search"),
-                    ));
-                }
-                let r = sp.get_ref();
-                let bounds = crate::search::parse_bounds(r.slo.get_ref())
-                    .map_err(|e| src.error(&r.slo, e))?;
-                if r.over == Axis::TimeScale {
-                    return Err(src.error(
-                        sp,
-                        format!("workload `{name}`: a search over time_scale scales a trace's own schedule; give the workload a `trace`"),
-                    ));
-                }
-                let spec = SearchSpec::new(bounds, r.over, r.min, r.max, r.step)
-                    .map_err(|e| src.error(sp, format!("workload `{name}`: {e}")))?;
-                Some(spec)
-            }
-        };
-        let loads: Vec<LoadShape> = match (&w.concurrency, &w.rate) {
-            (None, None) if search.is_some() => {
-                let spec = search.as_ref().expect("checked");
-                let burstiness = w.burstiness.unwrap_or(1.0);
-                if burstiness <= 0.0 || burstiness.is_nan() {
-                    return Err(src.error(
-                        &w.name,
-                        format!("workload `{name}`: burstiness must be positive"),
-                    ));
-                }
-                match spec.axis {
-                    Axis::Concurrency => vec![
-                        LoadShape::Concurrency {
-                            value: spec.min as u32,
-                        },
-                        LoadShape::Concurrency {
-                            value: spec.max as u32,
-                        },
-                    ],
-                    Axis::Rate | Axis::TimeScale => vec![spec.min, spec.max]
-                        .into_iter()
-                        .map(|value| LoadShape::Rate {
-                            value,
-                            arrival: w.arrival.unwrap_or(Arrival::Poisson),
-                            burstiness: w.burstiness.unwrap_or(1.0),
-                            max_concurrency: w.max_concurrency,
-                        })
-                        .collect(),
-                }
-            }
-            (Some(c), None) => {
-                let v = c.to_vec();
-                if v.is_empty() {
-                    return Err(src.error(
-                        &w.name,
-                        format!("workload `{name}`: concurrency = [] measures nothing; list at least one value, e.g. concurrency = [1]"),
-                    ));
-                }
-                if v.contains(&0) {
-                    return Err(src.error(
-                        &w.name,
-                        format!("workload `{name}`: concurrency must be at least 1"),
-                    ));
-                }
-                v.into_iter()
-                    .map(|value| LoadShape::Concurrency { value })
-                    .collect()
-            }
-            (None, Some(r)) => {
-                let burstiness = w.burstiness.unwrap_or(1.0);
-                if burstiness <= 0.0 || burstiness.is_nan() {
-                    return Err(src.error(
-                        &w.name,
-                        format!("workload `{name}`: burstiness must be positive"),
-                    ));
-                }
-                let mut v = Vec::new();
-                if r.to_vec().is_empty() {
-                    return Err(src.error(
-                        &w.name,
-                        format!("workload `{name}`: rate = [] measures nothing; list at least one value, e.g. rate = [1.0]"),
-                    ));
-                }
-                for value in r.to_vec() {
-                    if !(value > 0.0 && value.is_finite()) {
-                        return Err(src.error(
-                            &w.name,
-                            format!("workload `{name}`: rates must be positive, got {value}"),
-                        ));
-                    }
-                    v.push(LoadShape::Rate {
-                        value,
-                        arrival: w.arrival.unwrap_or(Arrival::Poisson),
-                        burstiness,
-                        max_concurrency: w.max_concurrency,
-                    });
-                }
-                v
-            }
-            (Some(_), Some(_)) => {
-                return Err(src.error(
-                    &w.name,
-                    format!("workload `{name}`: give `concurrency` or `rate`, not both"),
-                ))
-            }
-            (None, None) => {
-                return Err(src.error(
-                    &w.name,
-                    format!(
-                        "workload `{name}`: give `concurrency` (closed loop) or `rate` (open loop)"
-                    ),
-                ))
-            }
-        };
+        let search = search_spec(w, src, &name)?;
+        let loads = loads_of(w, src, &name, search.as_ref())?;
         let duration_s = match &w.duration {
             None => None,
             Some(d) => Some(
@@ -404,83 +289,8 @@ pub(super) fn expand_workloads(
             .iter()
             .map(|s| parse_slo(s.get_ref()).map_err(|e| src.error(s, e)))
             .collect::<Result<Vec<_>, _>>()?;
-        let chosen = [
-            w.prompt_kinds.is_some(),
-            w.dataset.is_some(),
-            w.scenario.is_some(),
-        ];
-        if chosen.iter().filter(|c| **c).count() > 1 {
-            return Err(src.error(&w.name, format!("workload `{name}`: give at most one of `prompt_kinds`, `dataset` and `scenario`")));
-        }
-        let source = match &w.prompt_kinds {
-            None if w.dataset.is_some() => {
-                let d = w.dataset.as_ref().expect("checked");
-                let path = relative(&base_dir(src), d.get_ref());
-                let format = match w.dataset_format {
-                    Some(f) => f,
-                    None => crate::workload::DatasetFormat::from_path(&path)
-                        .map_err(|e| src.error(d, e.to_string()))?,
-                };
-                if !path.exists() {
-                    return Err(src.error(d, format!("dataset {} does not exist", path.display())));
-                }
-                PromptSource::Dataset { path, format }
-            }
-            None if w.scenario.is_some() => {
-                let sc = w.scenario.as_ref().expect("checked");
-                let mut name = sc.get_ref().clone();
-                if !crate::workload::session::BUILTIN_SCENARIOS.contains(&name.as_str()) {
-                    name = relative(&base_dir(src), &name).display().to_string();
-                }
-                crate::workload::session::resolve(&name)
-                    .map_err(|e| src.error(sc, e.to_string()))?;
-                if w.api != Some(Api::Chat) {
-                    return Err(src.error(sc, format!("workload `{name}`: scenarios need `api = \"chat\"`: each turn carries the conversation so far")));
-                }
-                PromptSource::Scenario { name }
-            }
-            None => PromptSource::Synthetic,
-            Some(k) => {
-                let text = k.get_ref().to_vec().join(",");
-                let sel: PromptSelection = text
-                    .parse()
-                    .map_err(|e: crate::workload::WorkloadError| src.error(k, e.to_string()))?;
-                PromptSource::PromptKinds {
-                    kinds: sel.kinds().to_vec(),
-                }
-            }
-        };
-        let inputs = match (&source, &w.input_len) {
-            (PromptSource::Synthetic, l) => l.as_ref().map(OneOrMany::to_vec).unwrap_or_else(|| vec![128]),
-            (_, Some(_)) => {
-                return Err(src.error(&w.name, format!("workload `{name}`: `input_len` applies to synthetic prompts only; prompt kinds, datasets and scenarios have their own lengths")))
-            }
-            // Their own lengths; 0 keeps the ETA and context checks from inventing one.
-            (_, None) => vec![0],
-        };
-        let outputs = w
-            .output_len
-            .as_ref()
-            .map(OneOrMany::to_vec)
-            .unwrap_or_else(|| vec![256]);
-        if inputs.is_empty() || outputs.is_empty() {
-            return Err(src.error(
-                &w.name,
-                format!("workload `{name}`: input_len and output_len need at least one value when given"),
-            ));
-        }
-        if let Some(&big) = inputs.iter().chain(&outputs).find(|&&n| n > MAX_TOKENS) {
-            return Err(src.error(
-                &w.name,
-                format!("workload `{name}`: {big} tokens is beyond any model's context; lengths are limited to {MAX_TOKENS}"),
-            ));
-        }
-        if outputs.contains(&0) {
-            return Err(src.error(
-                &w.name,
-                format!("workload `{name}`: output_len must be at least 1"),
-            ));
-        }
+        let source = prompt_source(w, src, &name)?;
+        let (inputs, outputs) = lengths(w, src, &name, &source)?;
         for &input_len in &inputs {
             for &output_len in &outputs {
                 let point = |load: LoadShape, repetition: u32| WorkloadPoint {
@@ -516,6 +326,242 @@ pub(super) fn expand_workloads(
         }
     }
     Ok((out, searches))
+}
+
+/// A workload's search, checked against its other settings.
+fn search_spec(
+    w: &super::super::RawWorkload,
+    src: &Source,
+    name: &str,
+) -> Result<Option<SearchSpec>, CampaignError> {
+    Ok(match &w.search {
+        None => None,
+        Some(sp) => {
+            if w.concurrency.is_some() || w.rate.is_some() {
+                return Err(src.error(
+                    sp,
+                    format!("workload `{name}`: a search chooses the loads itself; remove `concurrency` and `rate`, or the search"),
+                ));
+            }
+            let r = sp.get_ref();
+            let bounds =
+                crate::search::parse_bounds(r.slo.get_ref()).map_err(|e| src.error(&r.slo, e))?;
+            if r.over == Axis::TimeScale {
+                return Err(src.error(
+                    sp,
+                    format!("workload `{name}`: a search over time_scale scales a trace's own schedule; give the workload a `trace`"),
+                ));
+            }
+            let spec = SearchSpec::new(bounds, r.over, r.min, r.max, r.step)
+                .map_err(|e| src.error(sp, format!("workload `{name}`: {e}")))?;
+            Some(spec)
+        }
+    })
+}
+
+/// A workload's load levels: its concurrencies or rates, or a search's extremes.
+fn loads_of(
+    w: &super::super::RawWorkload,
+    src: &Source,
+    name: &str,
+    search: Option<&SearchSpec>,
+) -> Result<Vec<LoadShape>, CampaignError> {
+    Ok(match (&w.concurrency, &w.rate) {
+        (None, None) if search.is_some() => {
+            let spec = search.as_ref().expect("checked");
+            let burstiness = w.burstiness.unwrap_or(1.0);
+            if burstiness <= 0.0 || burstiness.is_nan() {
+                return Err(src.error(
+                    &w.name,
+                    format!("workload `{name}`: burstiness must be positive"),
+                ));
+            }
+            match spec.axis {
+                Axis::Concurrency => vec![
+                    LoadShape::Concurrency {
+                        value: spec.min as u32,
+                    },
+                    LoadShape::Concurrency {
+                        value: spec.max as u32,
+                    },
+                ],
+                Axis::Rate | Axis::TimeScale => vec![spec.min, spec.max]
+                    .into_iter()
+                    .map(|value| LoadShape::Rate {
+                        value,
+                        arrival: w.arrival.unwrap_or(Arrival::Poisson),
+                        burstiness: w.burstiness.unwrap_or(1.0),
+                        max_concurrency: w.max_concurrency,
+                    })
+                    .collect(),
+            }
+        }
+        (Some(c), None) => {
+            let v = c.to_vec();
+            if v.is_empty() {
+                return Err(src.error(
+                    &w.name,
+                    format!("workload `{name}`: concurrency = [] measures nothing; list at least one value, e.g. concurrency = [1]"),
+                ));
+            }
+            if v.contains(&0) {
+                return Err(src.error(
+                    &w.name,
+                    format!("workload `{name}`: concurrency must be at least 1"),
+                ));
+            }
+            v.into_iter()
+                .map(|value| LoadShape::Concurrency { value })
+                .collect()
+        }
+        (None, Some(r)) => {
+            let burstiness = w.burstiness.unwrap_or(1.0);
+            if burstiness <= 0.0 || burstiness.is_nan() {
+                return Err(src.error(
+                    &w.name,
+                    format!("workload `{name}`: burstiness must be positive"),
+                ));
+            }
+            let mut v = Vec::new();
+            if r.to_vec().is_empty() {
+                return Err(src.error(
+                    &w.name,
+                    format!("workload `{name}`: rate = [] measures nothing; list at least one value, e.g. rate = [1.0]"),
+                ));
+            }
+            for value in r.to_vec() {
+                if !(value > 0.0 && value.is_finite()) {
+                    return Err(src.error(
+                        &w.name,
+                        format!("workload `{name}`: rates must be positive, got {value}"),
+                    ));
+                }
+                v.push(LoadShape::Rate {
+                    value,
+                    arrival: w.arrival.unwrap_or(Arrival::Poisson),
+                    burstiness,
+                    max_concurrency: w.max_concurrency,
+                });
+            }
+            v
+        }
+        (Some(_), Some(_)) => {
+            return Err(src.error(
+                &w.name,
+                format!("workload `{name}`: give `concurrency` or `rate`, not both"),
+            ))
+        }
+        (None, None) => {
+            return Err(src.error(
+                &w.name,
+                format!(
+                    "workload `{name}`: give `concurrency` (closed loop) or `rate` (open loop)"
+                ),
+            ))
+        }
+    })
+}
+
+/// Where a workload's prompts come from: prompt kinds, a dataset, a
+/// scenario, or synthetic filler.
+fn prompt_source(
+    w: &super::super::RawWorkload,
+    src: &Source,
+    name: &str,
+) -> Result<PromptSource, CampaignError> {
+    let chosen = [
+        w.prompt_kinds.is_some(),
+        w.dataset.is_some(),
+        w.scenario.is_some(),
+    ];
+    if chosen.iter().filter(|c| **c).count() > 1 {
+        return Err(src.error(
+            &w.name,
+            format!(
+                "workload `{name}`: give at most one of `prompt_kinds`, `dataset` and `scenario`"
+            ),
+        ));
+    }
+    Ok(match &w.prompt_kinds {
+        None if w.dataset.is_some() => {
+            let d = w.dataset.as_ref().expect("checked");
+            let path = relative(&base_dir(src), d.get_ref());
+            let format = match w.dataset_format {
+                Some(f) => f,
+                None => crate::workload::DatasetFormat::from_path(&path)
+                    .map_err(|e| src.error(d, e.to_string()))?,
+            };
+            if !path.exists() {
+                return Err(src.error(d, format!("dataset {} does not exist", path.display())));
+            }
+            PromptSource::Dataset { path, format }
+        }
+        None if w.scenario.is_some() => {
+            let sc = w.scenario.as_ref().expect("checked");
+            let mut name = sc.get_ref().clone();
+            if !crate::workload::session::BUILTIN_SCENARIOS.contains(&name.as_str()) {
+                name = relative(&base_dir(src), &name).display().to_string();
+            }
+            crate::workload::session::resolve(&name).map_err(|e| src.error(sc, e.to_string()))?;
+            if w.api != Some(Api::Chat) {
+                return Err(src.error(sc, format!("workload `{name}`: scenarios need `api = \"chat\"`: each turn carries the conversation so far")));
+            }
+            PromptSource::Scenario { name }
+        }
+        None => PromptSource::Synthetic,
+        Some(k) => {
+            let text = k.get_ref().to_vec().join(",");
+            let sel: PromptSelection = text
+                .parse()
+                .map_err(|e: crate::workload::WorkloadError| src.error(k, e.to_string()))?;
+            PromptSource::PromptKinds {
+                kinds: sel.kinds().to_vec(),
+            }
+        }
+    })
+}
+
+/// A workload's prompt and output lengths, checked.
+fn lengths(
+    w: &super::super::RawWorkload,
+    src: &Source,
+    name: &str,
+    source: &PromptSource,
+) -> Result<(Vec<u64>, Vec<u64>), CampaignError> {
+    let inputs = match (&source, &w.input_len) {
+        (PromptSource::Synthetic, l) => l.as_ref().map(OneOrMany::to_vec).unwrap_or_else(|| vec![128]),
+        (_, Some(_)) => {
+            return Err(src.error(&w.name, format!("workload `{name}`: `input_len` applies to synthetic prompts only; prompt kinds, datasets and scenarios have their own lengths")))
+        }
+        // Their own lengths; 0 keeps the ETA and context checks from inventing one.
+        (_, None) => vec![0],
+    };
+    let outputs = w
+        .output_len
+        .as_ref()
+        .map(OneOrMany::to_vec)
+        .unwrap_or_else(|| vec![256]);
+    if inputs.is_empty() || outputs.is_empty() {
+        return Err(src.error(
+            &w.name,
+            format!(
+                "workload `{name}`: input_len and output_len need at least one value when given"
+            ),
+        ));
+    }
+    if let Some(&big) = inputs.iter().chain(&outputs).find(|&&n| n > MAX_TOKENS) {
+        return Err(src.error(
+            &w.name,
+            format!("workload `{name}`: {big} tokens is beyond any model's context; lengths are limited to {MAX_TOKENS}"),
+        ));
+    }
+    if outputs.contains(&0) {
+        return Err(src.error(
+            &w.name,
+            format!("workload `{name}`: output_len must be at least 1"),
+        ));
+    }
+    Ok((inputs, outputs))
 }
 
 /// The points of a trace workload: one per time scale and repetition.
