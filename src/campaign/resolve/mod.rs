@@ -325,20 +325,61 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     };
     let results_dir = relative(&base, &results_dir).join(&name);
 
+    let model = model_spec(&raw, src, &base)?;
+    let engine = engine_spec(&raw, src, &base)?;
+
+    let hardware = hardware(&raw, src)?;
+
+    let servers = servers::expand_servers(&raw, src)?;
+
+    let run = run_settings(&raw, src, engine.kind)?;
+    check_baseline(&raw, src, &servers)?;
+
+    let (workloads, searches) = workloads::expand_workloads(&raw, src, run.repetitions)?;
+    let launcher = match &raw.launcher {
+        Some(l) => super::launcher::resolve(l.get_ref(), src, l.span().start)?,
+        None => Default::default(),
+    };
+    let api_key_env = api_key_env(&raw, src)?;
+    Ok(Campaign {
+        name,
+        file: src.path.clone(),
+        results_dir,
+        description: raw.campaign.description.clone(),
+        model,
+        engine,
+        hardware,
+        servers,
+        workloads,
+        searches,
+        run,
+        launcher,
+        api_key_env,
+        engine_version_command: raw
+            .engine
+            .version_command
+            .as_ref()
+            .map(|v| v.get_ref().clone())
+            .filter(|v| !v.is_empty()),
+    })
+}
+
+/// The model, its paths relative to the campaign file, its config digested once.
+fn model_spec(raw: &RawCampaign, src: &Source, base: &Path) -> Result<ModelSpec, CampaignError> {
     let model_path = expand_env(src, raw.model.path.span().start, raw.model.path.get_ref())?;
     let model = ModelSpec {
         served_name: raw.model.name.clone().unwrap_or_else(|| model_path.clone()),
         path: model_path,
         config: match &raw.model.config {
             Some(p) => Some(relative(
-                &base,
+                base,
                 &expand_env(src, p.span().start, p.get_ref())?,
             )),
             None => None,
         },
         tokenizer: match &raw.model.tokenizer {
             Some(p) => Some(relative(
-                &base,
+                base,
                 &expand_env(src, p.span().start, p.get_ref())?,
             )),
             None => None,
@@ -349,13 +390,18 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         config_digest: ModelSpec::read_config_digest(model.config.as_deref()),
         ..model
     };
+    Ok(model)
+}
+
+/// The engine, with what its kind requires (`url`, `executable`) checked.
+fn engine_spec(raw: &RawCampaign, src: &Source, base: &Path) -> Result<EngineSpec, CampaignError> {
     let engine = EngineSpec {
         kind: raw.engine.kind,
         executable: match &raw.engine.executable {
             Some(exe) => exe
                 .get_ref()
                 .iter()
-                .map(|a| expand_env(src, exe.span().start, a).map(|a| resolve_script(&base, a)))
+                .map(|a| expand_env(src, exe.span().start, a).map(|a| resolve_script(base, a)))
                 .collect::<Result<_, _>>()?,
             None => Vec::new(),
         },
@@ -390,7 +436,11 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
             "[engine] kind = \"command\" needs `executable` (e.g. executable = [\"./serve.sh\"])",
         ));
     }
+    Ok(engine)
+}
 
+/// The hardware: GPUs in the pool, their memory and speed figures.
+fn hardware(raw: &RawCampaign, src: &Source) -> Result<Hardware, CampaignError> {
     let gpu_bandwidth = match &raw.hardware.gpu_bandwidth {
         None => None,
         Some(b) => {
@@ -441,10 +491,16 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         gpu_bf16_flops,
         use_busy_gpus: raw.hardware.use_busy_gpus,
     };
+    Ok(hardware)
+}
 
-    let servers = servers::expand_servers(&raw, src)?;
-
-    let run = RunSettings {
+/// The `[run]` settings with their defaults, checked.
+fn run_settings(
+    raw: &RawCampaign,
+    src: &Source,
+    kind: EngineKind,
+) -> Result<RunSettings, CampaignError> {
+    Ok(RunSettings {
         baseline: raw.run.baseline.as_ref().map(|b| b.get_ref().clone()),
         health_timeout: duration(src, &raw.run.health_timeout, Duration::from_secs(600))?,
         request_timeout: duration(src, &raw.run.request_timeout, Duration::from_secs(600))?,
@@ -489,7 +545,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         startup_estimate: duration(
             src,
             &raw.run.startup_estimate,
-            if engine.kind == EngineKind::Sim {
+            if kind == EngineKind::Sim {
                 Duration::from_secs(2)
             } else {
                 Duration::from_secs(90)
@@ -513,7 +569,15 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         retry_after_crash: raw.run.retry_after_crash.unwrap_or(false),
         stop_losers: raw.run.stop_losers.unwrap_or(false),
         report: raw.run.report.unwrap_or(true),
-    };
+    })
+}
+
+/// The baseline, when named, is one of the servers.
+fn check_baseline(
+    raw: &RawCampaign,
+    src: &Source,
+    servers: &[ServerConfig],
+) -> Result<(), CampaignError> {
     if let Some(b) = &raw.run.baseline {
         if !servers.iter().any(|s| &s.id == b.get_ref()) {
             let ids: Vec<&str> = servers.iter().map(|s| s.id.as_str()).collect();
@@ -527,13 +591,12 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
             ));
         }
     }
+    Ok(())
+}
 
-    let (workloads, searches) = workloads::expand_workloads(&raw, src, run.repetitions)?;
-    let launcher = match &raw.launcher {
-        Some(l) => super::launcher::resolve(l.get_ref(), src, l.span().start)?,
-        None => Default::default(),
-    };
-    let api_key_env = match &raw.engine.api_key_env {
+/// The environment variable that holds the API key, when named: a name, never a key.
+fn api_key_env(raw: &RawCampaign, src: &Source) -> Result<Option<String>, CampaignError> {
+    Ok(match &raw.engine.api_key_env {
         Some(v) => {
             let name = v.get_ref();
             let valid = !name.is_empty()
@@ -550,27 +613,6 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
             Some(name.clone())
         }
         None => None,
-    };
-    Ok(Campaign {
-        name,
-        file: src.path.clone(),
-        results_dir,
-        description: raw.campaign.description.clone(),
-        model,
-        engine,
-        hardware,
-        servers,
-        workloads,
-        searches,
-        run,
-        launcher,
-        api_key_env,
-        engine_version_command: raw
-            .engine
-            .version_command
-            .as_ref()
-            .map(|v| v.get_ref().clone())
-            .filter(|v| !v.is_empty()),
     })
 }
 
