@@ -6,8 +6,8 @@
 //! (`tests/module_graph.rs` checks this order against the source, and that
 //! the graph has no cycle):
 //!
-//! - [`util`]: units, shell quoting, atomic writes, secrets, the seeded generator,
-//!   plain-text tables.
+//! - [`util`]: units, flag values, shell quoting, atomic writes, secrets, the
+//!   seeded generator, plain-text tables, short SHA-256 digests.
 //! - [`memory`]: GPU memory, KV capacity, GPU datasheets (pure).
 //! - [`telemetry`]: Prometheus, engine logs, GPU samples (pure parsers).
 //! - [`failure`]: failure classes with their evidence.

@@ -561,9 +561,23 @@ pub fn load(path: &Path) -> Result<(RawCampaign, Source), CampaignError> {
 /// Read, parse and resolve a campaign file.
 pub fn load_campaign(path: &Path) -> Result<Campaign, CampaignError> {
     let (raw, source) = load(path)?;
-    let c = resolve(raw, &source)?;
+    let mut c = resolve(raw, &source)?;
+    c.model.config_digest = config_digest(c.model.config.as_deref());
     c.register_secrets();
     Ok(c)
+}
+
+/// The digest of the config.json that `[model] config` names, when it is
+/// on disk: read once here, part of every cell's identity.
+fn config_digest(config: Option<&Path>) -> Option<String> {
+    let p = config?;
+    let file = if p.is_dir() {
+        p.join("config.json")
+    } else {
+        p.to_path_buf()
+    };
+    let bytes = std::fs::read(file).ok()?;
+    Some(crate::util::hash::sha256_hex(&bytes, 16))
 }
 
 #[cfg(test)]

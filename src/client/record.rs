@@ -128,7 +128,7 @@ pub struct OutputText {
 impl OutputText {
     /// The digest and size of `text`, keeping the text.
     pub fn of(text: String) -> Self {
-        let digest = crate::util::digest::sha256_hex(text.as_bytes(), 16);
+        let digest = crate::util::hash::sha256_hex(text.as_bytes(), 16);
         OutputText {
             digest,
             chars: text.chars().count() as u64,

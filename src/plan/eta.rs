@@ -711,9 +711,7 @@ pub fn model_file_bytes(path: &Path) -> Option<f64> {
 
 /// The value of `--threads`/`-t` in an argv.
 fn threads_of(argv: &[String]) -> Option<u32> {
-    argv.windows(2)
-        .find(|w| w[0] == "--threads" || w[0] == "-t")
-        .and_then(|w| w[1].parse().ok())
+    crate::util::argv::value_of(argv, &["--threads", "-t"]).and_then(|v| v.parse().ok())
 }
 
 /// Whether the servers of `c` run on a CPU: llama.cpp, or vLLM/SGLang in a

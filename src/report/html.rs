@@ -10,6 +10,7 @@ use super::svg::{self, esc};
 use super::table::{kind_cells, point_cells, recommendation_lines, KIND_HEADER, POINT_HEADER};
 use super::Exporter;
 use crate::failure::FailureClass;
+use crate::store::CellStatus;
 
 /// Renders the report as a standalone HTML page.
 pub struct HtmlExporter;
@@ -249,8 +250,8 @@ fn problems(s: &mut String, r: &Report) {
         );
         let _ = write!(s, "<table><thead><tr><th>server</th><th>status</th><th>class</th><th>cells</th><th>example</th></tr></thead><tbody>");
         for g in &r.problem_groups {
-            let class = match g.status.as_str() {
-                "failed" | "not_run" => "bad",
+            let class = match g.status {
+                CellStatus::Failed | CellStatus::NotRun => "bad",
                 _ => "warn",
             };
             let log = g

@@ -89,13 +89,7 @@ impl CacheRow {
 /// The cache block of the engine that served `c`, tokens.
 pub fn engine_cache_block(c: &CellResult) -> u64 {
     let flag = |name: &str| {
-        let args = &c.server.args;
-        args.iter().enumerate().find_map(|(i, a)| {
-            a.strip_prefix(&format!("{name}="))
-                .map(str::to_string)
-                .or_else(|| (a == name).then(|| args.get(i + 1).cloned()).flatten())
-                .and_then(|v| v.parse::<u64>().ok())
-        })
+        crate::util::argv::value_of(&c.server.args, &[name]).and_then(|v| v.parse::<u64>().ok())
     };
     match c.engine.kind {
         EngineKind::Vllm => flag("--block-size").unwrap_or_else(|| {

@@ -54,7 +54,7 @@ pub fn cell_identity(c: &Campaign, server: &ServerConfig, workload: &WorkloadPoi
     let value = serde_json::to_value(&input).expect("identity input serializes");
     let mut canonical = String::new();
     write_canonical(&value, &mut canonical);
-    crate::util::digest::sha256_hex(canonical.as_bytes(), 32)
+    crate::util::hash::sha256_hex(canonical.as_bytes(), 32)
 }
 
 fn write_canonical(v: &serde_json::Value, out: &mut String) {
@@ -125,34 +125,31 @@ num_requests = 4
 "#;
 
     #[test]
-    fn the_model_configs_bytes_are_part_of_the_identity_read_once_at_resolve() {
+    fn the_model_configs_bytes_are_part_of_the_identity_read_once_at_load() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("config.json");
-        let with_config = BASE.replace(
-            "path = \"m\"",
-            &format!(
-                "path = \"m\"\nconfig = {:?}",
-                dir.path().display().to_string()
-            ),
-        );
+        let file = dir.path().join("c.toml");
+        let load = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            crate::campaign::load_campaign(&file).unwrap()
+        };
+        let with_config = BASE.replace("path = \"m\"", "path = \"m\"\nconfig = \".\"");
         std::fs::write(&cfg, r#"{"num_hidden_layers": 32}"#).unwrap();
-        let first = ids(&with_config);
-        assert_eq!(first, ids(&with_config));
+        let first = load(&with_config);
+        assert_eq!(
+            first.model.config_digest.as_deref(),
+            Some(crate::util::hash::sha256_hex(br#"{"num_hidden_layers": 32}"#, 16).as_str())
+        );
+        let id = |c: &crate::campaign::Campaign| cell_identity(c, &c.servers[0], &c.workloads[0]);
+        assert_eq!(id(&first), id(&load(&with_config)));
         // No config, or another config: other cells.
-        assert_ne!(first, ids(BASE));
-        let (raw, src) = parse(Path::new("c.toml"), &with_config).unwrap();
-        let resolved = resolve(raw, &src).unwrap();
-        assert_eq!(
-            resolved.model.config_digest.as_deref(),
-            Some(crate::util::digest::sha256_hex(br#"{"num_hidden_layers": 32}"#, 16).as_str())
-        );
+        assert_ne!(id(&first), id(&load(BASE)));
         std::fs::write(&cfg, r#"{"num_hidden_layers": 64}"#).unwrap();
-        assert_ne!(first, ids(&with_config));
-        // The resolved campaign keeps the digest it read.
-        assert_eq!(
-            cell_identity(&resolved, &resolved.servers[0], &resolved.workloads[0]),
-            first[0].1
-        );
+        let second = load(&with_config);
+        assert_ne!(id(&first), id(&second));
+        // A loaded campaign keeps the digest it read.
+        std::fs::write(&cfg, r#"{"num_hidden_layers": 32}"#).unwrap();
+        assert_ne!(id(&first), id(&second));
     }
 
     #[test]

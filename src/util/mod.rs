@@ -1,9 +1,10 @@
-//! Small helpers shared across modules: units and their formatting, shell
-//! quoting, atomic file writes, process helpers, the seeded generator,
+//! Small helpers shared across modules: units and their formatting, flag
+//! values in a command line, shell quoting, atomic file writes, process helpers, the seeded generator,
 //! secret redaction, plain-text tables and short SHA-256 digests.
 
-pub mod digest;
+pub mod argv;
 pub mod fsx;
+pub mod hash;
 pub mod proc;
 pub mod rng;
 pub mod secret;

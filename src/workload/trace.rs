@@ -335,7 +335,7 @@ pub fn digest(path: &Path) -> Result<String, WorkloadError> {
         }
         hash.update(&buf[..n]);
     }
-    Ok(crate::util::digest::hex(&hash.finalize()[..8]))
+    Ok(crate::util::hash::hex(&hash.finalize()[..8]))
 }
 
 fn io(path: &Path, source: std::io::Error) -> WorkloadError {

@@ -34,23 +34,9 @@ pub struct ModelSpec {
     /// tokenizer.json for exact prompt lengths.
     pub tokenizer: Option<PathBuf>,
     /// The first 16 hex digits of `config`'s config.json SHA-256, read once
-    /// when the campaign is resolved (part of every cell's identity).
+    /// when the campaign is loaded (part of every cell's identity).
     #[serde(skip)]
     pub config_digest: Option<String>,
-}
-
-impl ModelSpec {
-    /// The digest of the config.json that `config` names, when it is on disk.
-    pub fn read_config_digest(config: Option<&std::path::Path>) -> Option<String> {
-        let p = config?;
-        let file = if p.is_dir() {
-            p.join("config.json")
-        } else {
-            p.to_path_buf()
-        };
-        let bytes = std::fs::read(file).ok()?;
-        Some(crate::util::digest::sha256_hex(&bytes, 16))
-    }
 }
 
 /// The engine every server of the campaign runs.
@@ -384,11 +370,8 @@ fn model_spec(raw: &RawCampaign, src: &Source, base: &Path) -> Result<ModelSpec,
             )),
             None => None,
         },
+        // Read by `load_campaign`, the one entry point that reads files.
         config_digest: None,
-    };
-    let model = ModelSpec {
-        config_digest: ModelSpec::read_config_digest(model.config.as_deref()),
-        ..model
     };
     Ok(model)
 }

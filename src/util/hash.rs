@@ -1,5 +1,5 @@
-//! SHA-256 digests as short hex strings: cell identities, the model
-//! config's digest, answer texts and trace files.
+//! Stable hashing: short hex SHA-256 digests for cell identities, the
+//! model config, answer texts and trace files.
 
 use sha2::{Digest, Sha256};
 
