@@ -427,16 +427,17 @@ pub fn stop_prior_s(engine: EngineKind) -> f64 {
 /// The simulator config a server would run with, from its command line.
 pub fn sim_config(argv: &[String]) -> Option<SimConfig> {
     use clap::Parser;
-    #[derive(clap::Parser)]
-    #[command(args_override_self = true)]
-    struct Wrapper {
-        #[command(flatten)]
-        args: crate::cli::SimArgs,
-    }
+    // The `sim` subcommand's own parser, so a flag given twice means here
+    // what it means to the process.
     let at = argv.iter().position(|a| a == "sim")?;
-    let mut v = vec!["sim".to_string()];
-    v.extend(argv[at + 1..].iter().cloned());
-    Wrapper::try_parse_from(v).ok().map(|w| w.args.config)
+    let v = ["servebench", "sim"]
+        .into_iter()
+        .map(str::to_string)
+        .chain(argv[at + 1..].iter().cloned());
+    match crate::cli::Cli::try_parse_from(v).ok()?.command {
+        crate::cli::Command::Sim(a) => Some(a.config),
+        _ => None,
+    }
 }
 
 /// The simulator's speed, straight from its timing model.
@@ -777,30 +778,33 @@ pub fn prior_speed(
         }),
         _ => None,
     };
-    // A draft model on CPU: each step also runs k draft passes; some of the drafts are kept.
+    // A draft model on CPU: each step also runs k draft passes; some of
+    // the drafts are kept. Its rule weighs the draft by its file size.
+    let llama_draft = s.speculative.as_ref().filter(|spec| {
+        c.engine.kind == EngineKind::Llamacpp
+            && spec.method == Some(crate::engine::SpecMethod::DraftModel)
+    });
     let mut speed = speed.map(|mut sp| {
-        if let (EngineKind::Llamacpp, Some(spec)) = (c.engine.kind, &s.speculative) {
-            if spec.method == Some(crate::engine::SpecMethod::DraftModel) {
-                let k = spec.num_draft_tokens.unwrap_or(4) as f64;
-                let r = match (
-                    spec.draft_model
-                        .as_deref()
-                        .and_then(|d| model_file_bytes(Path::new(d))),
-                    model_bytes,
-                ) {
-                    (Some(d), Some(m)) if m > 0.0 => d / m,
-                    _ => 0.2,
-                };
-                sp.step_base_s *= 1.0 + k * r;
-                sp.step_per_seq_s *= 1.0 + k * r;
-                sp.prefill_tok_s /= 1.0 + r;
-                sp.tokens_per_step = 1.0 + k * DRAFT_ACCEPTANCE_PRIOR;
-                sp.basis.push_str(&format!(
-                    "; draft model {:.0}% of the target, {k} drafts/step, {:.0}% accepted (prior)",
-                    r * 100.0,
-                    DRAFT_ACCEPTANCE_PRIOR * 100.0
-                ));
-            }
+        if let Some(spec) = llama_draft {
+            let k = spec.num_draft_tokens.unwrap_or(4) as f64;
+            let r = match (
+                spec.draft_model
+                    .as_deref()
+                    .and_then(|d| model_file_bytes(Path::new(d))),
+                model_bytes,
+            ) {
+                (Some(d), Some(m)) if m > 0.0 => d / m,
+                _ => 0.2,
+            };
+            sp.step_base_s *= 1.0 + k * r;
+            sp.step_per_seq_s *= 1.0 + k * r;
+            sp.prefill_tok_s /= 1.0 + r;
+            sp.tokens_per_step = 1.0 + k * DRAFT_ACCEPTANCE_PRIOR;
+            sp.basis.push_str(&format!(
+                "; draft model {:.0}% of the target, {k} drafts/step, {:.0}% accepted (prior)",
+                r * 100.0,
+                DRAFT_ACCEPTANCE_PRIOR * 100.0
+            ));
         }
         sp
     });
@@ -838,11 +842,8 @@ pub fn prior_speed(
         g
     });
     // Drafting on an engine without a rule of its own above (the simulator
-    // models its own; llama.cpp's draft model is weighed by its file size).
-    let own_rule = c.engine.kind == EngineKind::Sim
-        || (c.engine.kind == EngineKind::Llamacpp
-            && s.speculative.as_ref().and_then(|sp| sp.method)
-                == Some(crate::engine::SpecMethod::DraftModel));
+    // models its own).
+    let own_rule = c.engine.kind == EngineKind::Sim || llama_draft.is_some();
     if let (Some(spec), false) = (&s.speculative, own_rule) {
         SpecPrior::of(c.engine.kind, spec).apply(&mut speed, &s.method_name());
     }
