@@ -1,8 +1,6 @@
 //! Malformed and hostile campaign files: `plan` refuses each one with the
 //! file, the line:col and the rule, and writes nothing.
 
-mod common;
-
 use std::path::Path;
 
 /// Each fixture's first line is `# expect: <fragment of the error>`.
@@ -28,7 +26,7 @@ fn plan_refuses_every_bad_campaign_with_file_line_col_and_the_rule() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("c.toml");
         std::fs::write(&file, &text).unwrap();
-        let (code, _, err) = common::run(&["plan", file.to_str().unwrap()]);
+        let (code, _, err) = crate::common::run(&["plan", file.to_str().unwrap()]);
         let name = src.file_name().unwrap().to_string_lossy();
         assert_ne!(code, 0, "{name}: plan accepted it\n{err}");
         assert_ne!(code, -1, "{name}: plan was killed by a signal\n{err}");

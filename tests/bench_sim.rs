@@ -1,9 +1,7 @@
 //! `servebench bench` against the built-in simulator: measured numbers match
 //! the simulator's configured ground truth, and failures are classified.
 
-mod common;
-
-use common::{bench, fast_sim, start_sim};
+use crate::common::{bench, fast_sim, start_sim};
 use servebench::failure::FailureClass;
 
 fn p50(s: &Option<servebench::metrics::stats::Stats>) -> f64 {
@@ -382,7 +380,7 @@ async fn bench_cli(args: Vec<String>) -> (i32, String, String) {
         let mut argv = vec!["bench".to_string()];
         argv.extend(args);
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        common::run(&argv)
+        crate::common::run(&argv)
     })
     .await
     .unwrap()

@@ -2,9 +2,7 @@
 //! fault ends in the right failure class, flag and exit code, never a panic,
 //! an unbounded buffer or an `ok` that hides wrong numbers.
 
-mod common;
-
-use common::{bench_bin, example, start_torture, Fault};
+use crate::common::{bench_bin, example, start_torture, Fault};
 use serde_json::Value;
 
 fn level(r: &Option<Value>) -> &Value {
@@ -170,7 +168,7 @@ fn sigterm_and_sigint_exit_130_and_write_the_finished_part() {
         let t = start_torture(Fault::NeverAnswer);
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("r.json");
-        let mut child = std::process::Command::new(common::BIN)
+        let mut child = std::process::Command::new(crate::common::BIN)
             .args([
                 "bench",
                 "--url",
@@ -188,7 +186,7 @@ fn sigterm_and_sigint_exit_130_and_write_the_finished_part() {
             .spawn()
             .unwrap();
         // Signal only once the request is in flight, so the handler is installed.
-        common::wait_until(std::time::Duration::from_secs(120), "the request", || {
+        crate::common::wait_until(std::time::Duration::from_secs(120), "the request", || {
             t.posts.load(std::sync::atomic::Ordering::SeqCst) >= 1
         });
         // SAFETY: signalling the child this test started.
@@ -247,7 +245,7 @@ fn campaign_plan_refuses_the_same_rates_and_concurrency_with_their_location() {
     for (load, expect) in cases {
         let path = dir.path().join("c.toml");
         std::fs::write(&path, base.replacen("concurrency = [1, 8]", load, 1)).unwrap();
-        let (code, _, err) = common::run(&["plan", path.to_str().unwrap()]);
+        let (code, _, err) = crate::common::run(&["plan", path.to_str().unwrap()]);
         assert_eq!(code, 1, "{err}");
         assert!(err.contains("c.toml:") && err.contains(expect), "{err}");
         assert!(!err.contains("panicked"), "{err}");

@@ -1,23 +1,16 @@
 //! `servebench plan` and `servebench run` end to end with the real binary:
 //! launches, results, crash evidence, resume after SIGKILL, staleness,
-//! signals, and the real llama.cpp engine.
+//! signals, on the simulator (campaigns on the real llama.cpp server are
+//! `real_llamacpp_campaign`).
 
-mod common;
-
-use common::{cells, example, pids_with, run, wait_until};
+use crate::common::{cells, example, pids_with, run, wait_until, write_campaign};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::BIN;
-
-fn write_campaign(dir: &Path, text: &str) -> PathBuf {
-    let p = dir.join("campaign.toml");
-    std::fs::write(&p, text).unwrap();
-    p
-}
+use crate::common::BIN;
 
 fn no_temporaries(root: &Path) {
     for s in std::fs::read_dir(root.join("cells")).unwrap().flatten() {
@@ -164,7 +157,7 @@ fn quickstart_runs_end_to_end_with_one_launch_per_server_and_crash_evidence() {
         stderr.contains(&format!("{} reused", 20 - not_run)),
         "{stderr}"
     );
-    let after = common::cells(&root);
+    let after = crate::common::cells(&root);
     let skipped: Vec<&String> = after
         .iter()
         .filter(|(k, c)| {
@@ -423,414 +416,6 @@ fn example_commands_use_only_flags_the_engines_have() {
         assert_eq!(code, 0);
         assert!(stdout.contains("--speculative-config '{\"method\":\"eagle3\""));
     }
-}
-
-/// `[campaign]` to `[defaults]` of a campaign on the real llama.cpp server
-/// (SmolLM2 through `scripts/llama-server`, one thread, one request at a
-/// time), `extra_args` appended to the engine's; servers, workloads and
-/// `[run]` follow.
-fn real_llamacpp_head(name: &str, extra_args: &str, context_length: u32) -> String {
-    let python = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
-    let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
-    format!(
-        r#"
-[campaign]
-name = "{name}"
-results_dir = "results"
-[model]
-path = "{gguf}"
-name = "smollm2"
-[engine]
-kind = "llamacpp"
-executable = ["{python}", "{script}"]
-args = ["--threads", "1"{extra_args}]
-[defaults]
-context_length = {context_length}
-max_running_requests = 1
-"#
-    )
-}
-
-#[test]
-fn real_llamacpp_reports_cached_prompt_tokens_and_a_shared_prefix_hits_the_cache() {
-    let dir = tempfile::tempdir().unwrap();
-    // One slot: consecutive requests find the previous prompt in it, so a
-    // shared prefix is taken from the cache and unique prompts are not.
-    let head = real_llamacpp_head("cache", "", 1024);
-    let text = format!(
-        r#"{head}
-[[server]]
-id = "one-slot"
-[[workload]]
-name = "prefix"
-input_len = 256
-shared_prefix = 224
-output_len = 4
-concurrency = 1
-num_requests = 4
-[[workload]]
-name = "unique"
-input_len = 256
-output_len = 4
-concurrency = 1
-num_requests = 4
-[run]
-health_timeout = "120s"
-request_timeout = "120s"
-"#
-    );
-    let p = write_campaign(dir.path(), &text);
-    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
-    assert_eq!(code, 0, "{out}\n{err}");
-    let stored = cells(&dir.path().join("results/cache"));
-    let rate = |cell: &str| {
-        let c = &stored[&format!("one-slot/{cell}")];
-        let reqs = c["summary"]["requests"].as_array().unwrap();
-        assert!(
-            reqs.iter().all(|r| r["cached_tokens"].is_u64()),
-            "{cell}: every request says what it reused"
-        );
-        c["summary"]["prompt_cache"]["hit_rate"]
-            .as_f64()
-            .unwrap_or_else(|| panic!("{cell}: {}", c["summary"]))
-    };
-    // The build llama-server reports is stored with every cell.
-    for (name, c) in &stored {
-        let v = c["engine_build"]["version"].as_str().unwrap_or_default();
-        assert!(
-            v.starts_with("version: ") && v.contains("xllamacpp"),
-            "{name}: {v}"
-        );
-    }
-    let (shared, unique) = (rate("prefix-in256-out4-c1"), rate("unique-in256-out4-c1"));
-    assert!(shared > 0.5, "shared prefix hit rate {shared}");
-    assert!(shared > unique + 0.3, "shared {shared} vs unique {unique}");
-    // A wrapper that reports another build makes every stored cell stale.
-    let faked = text.replace(
-        "[engine]\n",
-        "[engine]\nversion_command = [\"echo\", \"version: 1 (another build)\"]\n",
-    );
-    assert_ne!(faked, text);
-    write_campaign(dir.path(), &faked);
-    let (_, plan, _) = run(&["plan", p.to_str().unwrap()]);
-    let stale = plan
-        .lines()
-        .filter(|l| {
-            l.contains("stale: engine version version: ")
-                && l.contains(" → version: 1 (another build)")
-        })
-        .count();
-    assert_eq!(stale, 2, "{plan}");
-    let csv = std::fs::read_to_string(dir.path().join("results/cache/report.csv")).unwrap();
-    assert!(csv
-        .lines()
-        .next()
-        .unwrap()
-        .ends_with(",prompt_cache_hit_rate"));
-}
-
-#[test]
-fn real_llamacpp_answers_forced_into_one_word_are_caught_and_an_exact_twin_agrees() {
-    let dir = tempfile::tempdir().unwrap();
-    // The real engine under a default grammar that allows only "lambda ":
-    // what a broken build streams, produced by llama.cpp's own sampler.
-    let head = real_llamacpp_head("forced", "", 1024);
-    let text = format!(
-        r#"{head}
-[[server]]
-id = "ar"
-[[server]]
-id = "twin"
-[[server]]
-id = "forced"
-args = ["--grammar", 'root ::= ("lambda ")+']
-[[workload]]
-name = "code"
-api = "chat"
-prompt_kinds = "quicksort"
-output_len = 128
-concurrency = 1
-num_requests = 3
-[run]
-baseline = "ar"
-health_timeout = "60s"
-grace_period = "3s"
-"#
-    );
-    let campaign = write_campaign(dir.path(), &text);
-    let (code, stdout, stderr) = run(&["run", campaign.to_str().unwrap()]);
-    assert_eq!(code, 3, "{stdout}\n{stderr}");
-    let root = dir.path().join("results/forced");
-    let cells = cells(&root);
-    let forced = &cells["forced/code-kinds-out128-c1"];
-    assert_eq!(forced["status"], "suspicious", "{forced}");
-    assert_eq!(forced["failure"]["class"], "degenerate_output");
-    let detail = forced["failure"]["detail"].as_str().unwrap();
-    assert!(
-        detail.starts_with("3 of 3 answers are degenerate; first: `lambda` repeats")
-            && detail.contains("\"lambda lambda"),
-        "{detail}"
-    );
-    for id in ["ar", "twin"] {
-        assert_eq!(
-            cells[&format!("{id}/code-kinds-out128-c1")]["status"],
-            "ok",
-            "{id}"
-        );
-    }
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
-    let twin = report["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["server_id"] == "twin")
-        .unwrap();
-    assert_eq!(twin["output_identical"], 1.0, "{twin}");
-}
-
-#[test]
-fn real_llamacpp_campaign_runs_autoregressive_and_speculative_and_their_answers_agree() {
-    let dir = tempfile::tempdir().unwrap();
-    let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
-    let head = real_llamacpp_head("real", ", \"--metrics\"", 2048)
-        .replace("max_running_requests = 1", "max_running_requests = 2");
-    // Greedy requests against autoregressive decoding, llama.cpp's n-gram
-    // lookup and a draft model (the target itself as its own drafter, the
-    // one GGUF at hand; its drafts are nearly all accepted), one request
-    // at a time and two.
-    let text = format!(
-        r#"{head}
-[[server]]
-id = "ar"
-[[server]]
-id = "ngram"
-speculative = {{ method = "ngram", llamacpp_type = "ngram-simple" }}
-[[server]]
-id = "draft"
-speculative = {{ method = "draft-model", draft_model = "{gguf}", num_draft_tokens = 4 }}
-[[workload]]
-name = "mixed"
-api = "chat"
-prompt_kinds = ["quicksort", "arithmetic", "json-extraction", "haiku"]
-output_len = 32
-concurrency = [1, 2]
-num_requests = 8
-[run]
-baseline = "ar"
-health_timeout = "60s"
-grace_period = "3s"
-"#
-    );
-    let campaign = write_campaign(dir.path(), &text);
-    let (code, stdout, stderr) = run(&["run", campaign.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let cells = cells(&dir.path().join("results/real"));
-    assert_eq!(cells.len(), 6, "{:?}", cells.keys().collect::<Vec<_>>());
-    for (name, c) in &cells {
-        assert_eq!(c["status"], "ok", "{name}");
-        let reqs = c["summary"]["requests"].as_array().unwrap();
-        assert_eq!(reqs.len(), 8);
-        assert!(reqs.iter().all(|r| r["output_tokens"] == 32));
-        assert!(c["server_run"]["command"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a == "--parallel"));
-    }
-    for id in ["ar", "ngram", "draft"] {
-        let run = &cells[&format!("{id}/mixed-kinds-out32-c1")]["server_run"];
-        assert!(run["warmup_s"].as_f64().is_some_and(|s| s > 0.0), "{run}");
-        assert!(run.get("warmup_error").is_none(), "{run}");
-        // llama.cpp logs one timing summary per finished request: the
-        // sixteen measured ones and the warm-up sent before them.
-        let log = std::fs::read_to_string(dir.path().join(format!("results/real/logs/{id}.log")))
-            .unwrap();
-        let finished = log.lines().filter(|l| l.contains("total time =")).count();
-        assert_eq!(finished, 17, "{id}: {log}");
-    }
-    // Agreement with the autoregressive answers, measured twice on this
-    // 2-core machine: at c1 16 of 16 identical for n-gram and draft in both
-    // runs; at c2 8 of 8 for the draft model in both, and for n-gram 8 of 8,
-    // then 7 of 8 (one JSON answer opened with "```json" instead of "{":
-    // two sequences in one batch take other kernel paths than one, and a
-    // near tie between the top two tokens can flip even the first token).
-    // So: one request at a time is exact on every run (a verification step
-    // computes each row as one-token decoding does on llama.cpp's CPU
-    // kernels); two at a time never departs early and often, and mostly agrees.
-    let report: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(dir.path().join("results/real/report.json")).unwrap(),
-    )
-    .unwrap();
-    let row = |id: &str, cell: &str| {
-        report["cells"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["server_id"] == id && c["cell_name"] == cell)
-            .unwrap_or_else(|| panic!("{id}/{cell}"))
-            .clone()
-    };
-    for id in ["ngram", "draft"] {
-        let c1 = row(id, "mixed-kinds-out32-c1");
-        assert_eq!(c1["output_identical"], 1.0, "{c1}");
-        let c2 = row(id, "mixed-kinds-out32-c2");
-        assert_eq!(c2["status"], "ok", "{c2}");
-        assert!(c2["output_identical"].as_f64().unwrap() >= 0.5, "{c2}");
-        let answers = report["answers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["server_id"] == id)
-            .unwrap()
-            .clone();
-        assert_eq!(answers["answers_compared"], 16, "{answers}");
-        assert_eq!(answers["mismatched_cells"], 0, "{answers}");
-        assert_eq!(answers["wrong_answer_cells"], 0, "{answers}");
-    }
-    let argv = |id: &str| -> Vec<String> {
-        cells[&format!("{id}/mixed-kinds-out32-c1")]["server_run"]["command"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap().to_string())
-            .collect()
-    };
-    assert!(
-        argv("ngram")
-            .windows(2)
-            .any(|w| w == ["--spec-type", "ngram-simple"]),
-        "{:?}",
-        argv("ngram")
-    );
-    assert!(
-        argv("draft")
-            .windows(2)
-            .any(|w| w == ["--spec-type", "draft-simple"])
-            && argv("draft")
-                .windows(2)
-                .any(|w| w[0] == "--spec-draft-model" && w[1] == gguf),
-        "{:?}",
-        argv("draft")
-    );
-    // Drafts were proposed and accepted: the speculation really ran.
-    let spec = &cells["draft/mixed-kinds-out32-c1"]["summary"];
-    assert!(
-        spec["accepted_draft_tokens"].as_u64().unwrap() > 0,
-        "{spec}"
-    );
-    assert!(stdout.contains("ngram"), "{stdout}");
-}
-
-#[test]
-fn real_llamacpp_speculation_is_counted_per_cell_and_depends_on_the_prompt() {
-    let python = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
-    let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
-    let dir = tempfile::tempdir().unwrap();
-    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/workload");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
-    let text = format!(
-        r#"
-[campaign]
-name = "spec"
-results_dir = "results"
-[model]
-path = "{gguf}"
-[engine]
-kind = "llamacpp"
-executable = ["{python}", "{script}"]
-args = ["--threads", "1", "--metrics"]
-[defaults]
-context_length = 2048
-max_running_requests = 1
-[[server]]
-id = "ngram"
-speculative = {{ method = "ngram", llamacpp_type = "ngram-simple" }}
-[[workload]]
-name = "repetitive"
-api = "chat"
-dataset = "{fixtures}/repetitive.jsonl"
-output_len = 64
-ignore_eos = true
-concurrency = 1
-num_requests = 3
-[[workload]]
-name = "creative"
-api = "chat"
-dataset = "{fixtures}/creative.jsonl"
-output_len = 64
-ignore_eos = true
-concurrency = 1
-num_requests = 3
-[run]
-health_timeout = "60s"
-request_timeout = "60s"
-grace_period = "3s"
-"#
-    );
-    let campaign = write_campaign(dir.path(), &text);
-    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
-    let cells = cells(&dir.path().join("results/spec"));
-    let rate = |name: &str| -> (f64, f64) {
-        let c = &cells[name];
-        let spec = &c["telemetry"]["spec"];
-        let drafted = spec["counts"]["draft_tokens"]
-            .as_f64()
-            .unwrap_or_else(|| panic!("{name}: {spec}"));
-        let accepted = spec["counts"]["accepted_tokens"].as_f64().unwrap();
-        // The counts are the sum over the cell's own requests (or, when no
-        // response carried any, the engine's counter deltas over the cell).
-        let per_request: f64 = c["summary"]["requests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|r| r["draft_tokens"].as_f64())
-            .sum();
-        if spec["source"]
-            .as_str()
-            .unwrap()
-            .contains("response timings")
-        {
-            assert_eq!(per_request, drafted, "{name}");
-        } else {
-            assert_eq!(per_request, 0.0, "{name}");
-        }
-        assert!(
-            c["telemetry"]["metrics"]["generation_tokens"]
-                .as_f64()
-                .unwrap()
-                >= 3.0 * 64.0,
-            "{name}: metrics delta covers this cell: {}",
-            c["telemetry"]
-        );
-        // The runner waits for counters that lag the last response, so a
-        // delta that covers the cell carries no note.
-        assert!(
-            c["telemetry"]["metrics_note"].is_null(),
-            "{name}: {}",
-            c["telemetry"]["metrics_note"]
-        );
-        (
-            drafted,
-            if drafted > 0.0 {
-                accepted / drafted
-            } else {
-                0.0
-            },
-        )
-    };
-    let (rep_drafted, rep_rate) = rate("ngram/repetitive-dataset-out64-c1");
-    let (_, creative_rate) = rate("ngram/creative-dataset-out64-c1");
-    assert!(
-        rep_drafted > 0.0,
-        "copying code gives the n-gram drafter material"
-    );
-    assert!(
-        rep_rate > creative_rate + 0.05,
-        "acceptance: repetitive {rep_rate:.2} vs creative {creative_rate:.2}\n{stderr}"
-    );
-    assert!(code == 0 || code == 3, "{stderr}");
 }
 
 #[test]
@@ -2065,11 +1650,11 @@ health_timeout = "20s"
         log.contains("--api-key '<redacted>'") || log.contains("--api-key <redacted>"),
         "{log}"
     );
-    let written = common::all_files(&root);
+    let written = crate::common::all_files(&root);
     assert!(written.len() >= 5, "{written:?}");
     for needle in [KEY, "plain-site-pass"] {
         // The campaign file is the user's; everything else servebench wrote.
-        let leaked: Vec<PathBuf> = common::files_containing(dir.path(), needle)
+        let leaked: Vec<PathBuf> = crate::common::files_containing(dir.path(), needle)
             .into_iter()
             .filter(|p| p != &campaign)
             .collect();
@@ -2454,7 +2039,7 @@ slo = ["ttft=60s"]
         .replace("id = \"a\"", "id = \"a\"\ncontext_length = 1100");
     let (code, out, err) = run(&["run", write_campaign(dir.path(), &closed).to_str().unwrap()]);
     assert_eq!(code, 0, "{out}\n{err}");
-    let all = common::cells(&dir.path().join("results/replay"));
+    let all = crate::common::cells(&dir.path().join("results/replay"));
     let c4 = &all["a/azure-trace-c4"];
     let said = c4["summary"]["source"]["dataset"].as_str().unwrap();
     assert!(

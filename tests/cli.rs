@@ -1,15 +1,13 @@
 //! The real binary: exit codes, one-line errors, and the simulator process.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{run, BIN};
+use crate::common::{run, BIN};
 
 #[test]
 fn refused_endpoint_is_one_clear_line_and_exit_1() {
-    let port = common::free_port();
+    let port = crate::common::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let (code, _, err) = run(&[
         "bench",
@@ -143,7 +141,7 @@ fn sim_process_crashes_with_the_logged_cuda_error_and_bench_reports_failures() {
 fn an_api_key_is_sent_as_a_bearer_token_and_never_written() {
     const KEY: &str = "sk-SECRET-123";
     let dir = tempfile::tempdir().unwrap();
-    let sim = common::spawn_sim_process(
+    let sim = crate::common::spawn_sim_process(
         &[
             "--api-key",
             KEY,
@@ -217,10 +215,10 @@ fn an_api_key_is_sent_as_a_bearer_token_and_never_written() {
     );
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("`SB_TEST_KEY` is unset"), "{err}");
-    assert_eq!(common::all_files(&out).len(), 4);
+    assert_eq!(crate::common::all_files(&out).len(), 4);
     for needle in [KEY, "hunter2-pass"] {
         assert_eq!(
-            common::files_containing(&out, needle),
+            crate::common::files_containing(&out, needle),
             Vec::<std::path::PathBuf>::new(),
             "{needle} was written"
         );

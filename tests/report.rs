@@ -4,7 +4,7 @@
 //! never as numbers; speedups against the right baseline twin).
 //!
 //! Regenerate the snapshots after an intended change with
-//! `SERVEBENCH_UPDATE_SNAPSHOTS=1 cargo test --test report`.
+//! `SERVEBENCH_UPDATE_SNAPSHOTS=1 cargo test --test main report::`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -8,12 +8,10 @@
 //! is the larger relative range (max − min) / mean of the repetitions in
 //! either set.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::run;
+use crate::common::run;
 use serde_json::Value;
 
 /// The compared metrics: JSON pointer into a cell's summary, and whether

@@ -2,12 +2,10 @@
 //! size and speculative settings agrees with a calculation made directly
 //! from the stored cell files.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
-use common::BIN;
+use crate::common::BIN;
 
 #[test]
 fn recommendation_picks_what_a_hand_calculation_from_the_cells_picks() {

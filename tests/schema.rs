@@ -2,11 +2,9 @@
 //! real output, and each constrains what a reader relies on: a document
 //! that drifts from the layout fails validation.
 
-mod common;
-
 use std::path::Path;
 
-use common::{bench_json, cells, example, fast_sim, run, start_sim};
+use crate::common::{bench_json, cells, example, fast_sim, run, start_sim};
 use serde_json::{json, Value};
 
 /// Every schema by its `$id`, so references between them resolve.

@@ -5,11 +5,9 @@
 //! never the clock, so a slow machine moves the boundary but not the truth
 //! of these checks.
 
-mod common;
-
 use std::path::Path;
 
-use common::{cells, run};
+use crate::common::{cells, run};
 
 /// Simulator configs whose TPOT grows 1 ms per running sequence: the
 /// `tpot_p50=25ms` bound falls near concurrency 23 for `fast` on an idle

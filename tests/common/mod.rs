@@ -14,6 +14,38 @@ use servebench::cmd::bench::BenchResult;
 use servebench::sim::{self, SimConfig};
 use tokio_util::sync::CancellationToken;
 
+/// One real serving engine at a time: llama.cpp and vLLM share the
+/// machine's two cores, and a test that measures one must not measure the
+/// other's load. Every test that serves from a real engine holds a turn.
+static REAL_ENGINE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A turn on the real engines, held for a whole test.
+pub type RealEngineTurn = tokio::sync::MutexGuard<'static, ()>;
+
+/// Wait for the real engines' turn (from a test outside an async runtime).
+pub fn real_engine_turn() -> RealEngineTurn {
+    REAL_ENGINE.blocking_lock()
+}
+
+/// Wait for the real engines' turn (from an async test).
+pub async fn real_engine_turn_async() -> RealEngineTurn {
+    REAL_ENGINE.lock().await
+}
+
+/// A campaign file `campaign.toml` in `dir` holding `text`.
+pub fn write_campaign(dir: &std::path::Path, text: &str) -> PathBuf {
+    let p = dir.join("campaign.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A shipped trace slice under `tests/fixtures/traces`.
+pub fn trace_fixture(name: &str) -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/traces")
+        .join(name)
+}
+
 /// The servebench binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_servebench");
 

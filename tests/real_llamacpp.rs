@@ -1,13 +1,12 @@
 //! `servebench bench` against the real llama.cpp server with the real
 //! SmolLM2-135M model (installed by scripts/setup-test-env.sh).
 
-mod common;
-
-use common::{bench, start_llama};
+use crate::common::{bench, real_engine_turn_async, start_llama};
 use servebench::failure::FailureClass;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
+    let _turn = real_engine_turn_async().await;
     // Two slots of 512 tokens each.
     let server = start_llama(&["-c", "1024", "-np", "2"]);
     let url = server.url();
@@ -96,18 +95,22 @@ async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_llamacpp_mid_run_yields_connection_or_protocol_failures() {
+    let _turn = real_engine_turn_async().await;
     let mut server = Some(start_llama(&["-c", "1024", "-np", "1"]));
     let url = server.as_ref().unwrap().url();
     let port = server.as_ref().unwrap().port;
     // Killed as soon as the server is decoding a request, whatever the
     // machine's speed: the trigger is the server's own state, not a clock.
     let killer = tokio::task::spawn_blocking(move || {
-        common::wait_until(
+        crate::common::wait_until(
             std::time::Duration::from_secs(120),
             "llama.cpp to be decoding a measured request",
             // The prompt-template probe decodes one token; 20 decode steps
             // mean a 200-token request is streaming.
-            || common::prometheus_value(port, "llamacpp:n_decode_total").unwrap_or(0.0) >= 20.0,
+            || {
+                crate::common::prometheus_value(port, "llamacpp:n_decode_total").unwrap_or(0.0)
+                    >= 20.0
+            },
         );
         drop(server.take());
     });

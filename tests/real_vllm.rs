@@ -3,16 +3,14 @@
 //! SERVEBENCH_VLLM_PYTHON). A vLLM launch costs a minute or more on two
 //! cores, so one campaign carries most assertions.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{cells, pids_with, run, wait_until};
+use crate::common::{cells, pids_with, real_engine_turn, run, wait_until};
 
-use common::BIN;
+use crate::common::BIN;
 
 fn env(var: &str) -> String {
     std::env::var(var).unwrap_or_else(|_| {
@@ -131,6 +129,7 @@ fn launches(log: &Path) -> usize {
 
 #[test]
 fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
+    let _turn = real_engine_turn();
     let dir = tempfile::tempdir().unwrap();
     let marker = format!("vllm-campaign-{}", std::process::id());
     let file = campaign(dir.path(), &marker);
@@ -480,6 +479,7 @@ num_requests = 1
 #[test]
 fn vllm_bench_serve_and_servebench_on_one_llamacpp_server_both_complete_and_servebench_counts_usage(
 ) {
+    let _turn = real_engine_turn();
     // Only what is deterministic is asserted here; the timing figures of
     // the same script are for reading (README).
     let script = concat!(

@@ -7,16 +7,14 @@
 //! sshd and Slurm come from `scripts/setup-test-env.sh`; run through
 //! `scripts/test.sh`.
 
-mod common;
-
-use common::{cells, pids_with, run, wait_until};
+use crate::common::{cells, pids_with, run, wait_until};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, BIN};
+use crate::common::{free_port, BIN};
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

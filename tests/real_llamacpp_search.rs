@@ -1,6 +1,6 @@
 //! An SLO search against the real llama.cpp server (SmolLM2-135M on one CPU
-//! thread), in a test binary of its own so no other real server shares the
-//! cores while it measures.
+//! thread), holding the real engines' turn so no other real server shares
+//! the cores while it measures.
 //!
 //! The TPOT bound is placed from this machine, not guessed: a calibration
 //! sweep over the search's grid (concurrency 1, 4, 7; four slots) measures
@@ -14,11 +14,9 @@
 //! twice, a rerun measures nothing, and fresh direct measurements at the
 //! boundary and one step up (results of their own) pass and miss the bound.
 
-mod common;
-
 use std::path::Path;
 
-use common::{cells, run};
+use crate::common::{cells, real_engine_turn, run};
 
 /// A llama.cpp campaign named `name` in `dir` whose workload has `load`.
 fn campaign(dir: &Path, name: &str, load: &str) -> std::path::PathBuf {
@@ -87,6 +85,7 @@ fn tpot_by_level(root: &Path) -> Vec<(u64, f64)> {
 
 #[test]
 fn real_llamacpp_search_verdicts_follow_from_its_own_measurements() {
+    let _turn = real_engine_turn();
     let dir = tempfile::tempdir().unwrap();
     let calibrate = campaign(dir.path(), "calibrate", "concurrency = [1, 4, 7]");
     let (code, _, stderr) = run(&["run", calibrate.to_str().unwrap()]);

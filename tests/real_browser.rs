@@ -2,13 +2,11 @@
 //! (Debian's `chromium`, installed by scripts/setup-test-env.sh): the page
 //! renders its charts, and nothing on it reaches for the network.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::BIN;
+use crate::common::BIN;
 
 /// Run a command with a deadline; returns (exit code, stdout).
 fn run_with_deadline(cmd: &mut Command, limit: Duration) -> (Option<i32>, String) {
@@ -58,7 +56,7 @@ fn chromium(profile: &Path) -> Command {
 fn quickstart_report_renders_its_charts_in_a_headless_browser_without_network() {
     let dir = tempfile::tempdir().unwrap();
     let campaign = dir.path().join("quickstart.toml");
-    let text = common::example("quickstart.toml");
+    let text = crate::common::example("quickstart.toml");
     std::fs::write(&campaign, text).unwrap();
     let out = Command::new(BIN)
         .arg("run")
