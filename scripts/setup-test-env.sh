@@ -9,7 +9,7 @@
 #     from apt, for the launcher tests (scripts/test-sshd.sh, scripts/test-slurm.sh).
 #   - Debian's chromium (headless) and a font, for the HTML report test.
 #   - a vLLM (CPU build) environment and a Hugging Face copy of the test
-#     model, for tests/real_vllm.rs (scripts/setup-vllm-env.sh; ~6 GB).
+#     model, for tests/real/vllm.rs (scripts/setup-vllm-env.sh; ~6 GB).
 # Prints `export` lines for the variables the tests read; source its output.
 set -euo pipefail
 

@@ -1,9 +1,11 @@
 //! `servebench plan` and `servebench run` end to end with the real binary:
 //! launches, results, crash evidence, resume after SIGKILL, staleness,
 //! signals, on the simulator (campaigns on the real llama.cpp server are
-//! `real_llamacpp_campaign`).
+//! `real::llamacpp_campaign`).
 
-use crate::common::{cells, example, pids_with, run, wait_until, write_campaign};
+use crate::common::{
+    campaign_head, cells, example, pids_with, run, sim_campaign, wait_until, write_campaign,
+};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -51,7 +53,7 @@ fn quickstart_runs_end_to_end_with_one_launch_per_server_and_crash_evidence() {
     let text = example("quickstart.toml");
     assert!(text.contains("expected_failure = true"));
     // First without the expectation: a crashed variant makes the exit code say so.
-    let campaign = write_campaign(dir.path(), &text.replace("expected_failure = true\n", ""));
+    let campaign = write_campaign(dir.path(), text.replace("expected_failure = true\n", ""));
     let (code, stdout, stderr) = run(&["run", campaign.to_str().unwrap()]);
     assert_eq!(
         code, 3,
@@ -177,16 +179,21 @@ fn quickstart_runs_end_to_end_with_one_launch_per_server_and_crash_evidence() {
     );
 }
 
-const SLOW: &str = r#"
-[campaign]
-name = "resume"
-results_dir = "results"
-[model]
-path = "MODEL"
-[engine]
-kind = "sim"
-args = ["--decode-step-ms", "20", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
-[[server]]
+/// Three simulated servers at a 20 ms decode step, serving `model`.
+fn slow_campaign(model: &str) -> String {
+    campaign_head(
+        "resume",
+        model,
+        "sim",
+        &[
+            "--decode-step-ms",
+            "20",
+            "--decode-step-per-seq-ms",
+            "0",
+            "--prefill-tok-s",
+            "0",
+        ],
+    ) + r#"[[server]]
 id = "a"
 [[server]]
 id = "b"
@@ -203,13 +210,14 @@ num_requests = 3
 [run]
 grace_period = "2s"
 health_timeout = "20s"
-"#;
+"#
+}
 
 #[test]
 fn sigkill_mid_campaign_then_resume_measures_only_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let model = format!("resume-model-{}", std::process::id());
-    let campaign = write_campaign(dir.path(), &SLOW.replace("MODEL", &model));
+    let campaign = write_campaign(dir.path(), slow_campaign(&model));
     let root = dir.path().join("results/resume");
     let mut child = spawn_run(&campaign);
     wait_until(Duration::from_secs(60), "five stored cells", || {
@@ -271,15 +279,13 @@ fn sigkill_mid_campaign_then_resume_measures_only_what_is_missing() {
 #[test]
 fn changing_one_server_parameter_makes_only_its_cells_stale() {
     let dir = tempfile::tempdir().unwrap();
-    let fast = SLOW
-        .replace("\"20\"", "\"1\"")
-        .replace("MODEL", "stale-model");
+    let fast = slow_campaign("stale-model").replace("\"20\"", "\"1\"");
     let campaign = write_campaign(dir.path(), &fast);
     let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
     write_campaign(
         dir.path(),
-        &fast.replace("max_running_requests = 8", "max_running_requests = 16"),
+        fast.replace("max_running_requests = 8", "max_running_requests = 16"),
     );
     let (code, stdout, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);
     assert_eq!(code, 0);
@@ -292,7 +298,7 @@ fn changing_one_server_parameter_makes_only_its_cells_stale() {
         }
     }
     // Renaming a server and reordering keys changes nothing.
-    write_campaign(dir.path(), &fast.replace("id = \"c\"", "id = \"c2\""));
+    write_campaign(dir.path(), fast.replace("id = \"c\"", "id = \"c2\""));
     let (_, stdout, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);
     let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert!(plan["groups"]
@@ -308,7 +314,7 @@ fn sigterm_and_sigint_stop_the_servers_process_group_within_the_grace_period() {
     for (sig, name) in [(libc::SIGTERM, "term"), (libc::SIGINT, "int")] {
         let dir = tempfile::tempdir().unwrap();
         let model = format!("signal-{name}-{}", std::process::id());
-        let text = SLOW.replace("MODEL", &model).replace("\"20\"", "\"500\"");
+        let text = slow_campaign(&model).replace("\"20\"", "\"500\"");
         let campaign = write_campaign(dir.path(), &text);
         let mut child = spawn_run(&campaign);
         // The server is up (it logs its capacity once it listens, after its
@@ -340,7 +346,7 @@ fn sigterm_and_sigint_stop_the_servers_process_group_within_the_grace_period() {
 #[test]
 fn malformed_campaigns_fail_with_file_line_column() {
     let dir = tempfile::tempdir().unwrap();
-    let base = SLOW.replace("MODEL", "m");
+    let base = slow_campaign("m");
     for (text, want) in [
         (
             base.replace(
@@ -751,16 +757,17 @@ fn a_budget_sweep_on_the_simulator_charts_one_series_per_method_and_tp_over_ever
     let dir = tempfile::tempdir().unwrap();
     let p = write_campaign(
         dir.path(),
-        r#"
-[campaign]
-name = "sweep"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
-[[matrix]]
+        sim_campaign(
+            "sweep",
+            &[
+                "--decode-step-ms",
+                "1",
+                "--decode-step-per-seq-ms",
+                "0",
+                "--prefill-tok-s",
+                "0",
+            ],
+        ) + r#"[[matrix]]
 id = "ar-tp{tp}"
 tp = [1, 4, 8]
 [[matrix]]
@@ -953,16 +960,10 @@ fn a_concurrency_that_never_happened_is_marked_under_loaded_and_never_recommende
     let dir = tempfile::tempdir().unwrap();
     // Eight requests cannot keep 32 users busy; a server that runs at most
     // 4 at once cannot serve 8 users, however many requests are sent.
-    let text = r#"
-[campaign]
-name = "reach"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
-[[server]]
+    let text = sim_campaign(
+        "reach",
+        &["--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"],
+    ) + r#"[[server]]
 id = "base"
 args = ["--decode-step-ms", "3"]
 [[server]]
@@ -1090,17 +1091,18 @@ baseline = "base"
 fn a_large_campaign_ends_with_counts_and_the_answer_not_a_row_per_cell() {
     let dir = tempfile::tempdir().unwrap();
     let levels: Vec<String> = (1..=21).map(|c| c.to_string()).collect();
-    let text = format!(
-        r#"
-[campaign]
-name = "big"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
-[[server]]
+    let text = sim_campaign(
+        "big",
+        &[
+            "--decode-step-ms",
+            "1",
+            "--decode-step-per-seq-ms",
+            "0",
+            "--prefill-tok-s",
+            "0",
+        ],
+    ) + &format!(
+        r#"[[server]]
 id = "a"
 [[server]]
 id = "b"
@@ -1130,16 +1132,17 @@ baseline = "a"
 fn a_crash_keeps_what_was_sent_skips_are_not_suspicious_and_a_rerun_does_not_relaunch_the_crasher()
 {
     let dir = tempfile::tempdir().unwrap();
-    let text = r#"
-[campaign]
-name = "crash"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
-[[server]]
+    let text = sim_campaign(
+        "crash",
+        &[
+            "--decode-step-ms",
+            "1",
+            "--decode-step-per-seq-ms",
+            "0",
+            "--prefill-tok-s",
+            "0",
+        ],
+    ) + r#"[[server]]
 id = "fine"
 [[server]]
 id = "crashy"
@@ -1220,16 +1223,17 @@ fn reasoning_is_timed_apart_from_the_answer_in_both_dialects_and_an_answerless_b
     let dir = tempfile::tempdir().unwrap();
     // Eight reasoning tokens 20 ms apart, then the answer: the first token
     // is reasoning, the first answer token is the ninth.
-    let text = r#"
-[campaign]
-name = "think"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--decode-step-ms", "20", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
-[[server]]
+    let text = sim_campaign(
+        "think",
+        &[
+            "--decode-step-ms",
+            "20",
+            "--decode-step-per-seq-ms",
+            "0",
+            "--prefill-tok-s",
+            "0",
+        ],
+    ) + r#"[[server]]
 id = "vllm-now"
 args = ["--reasoning-tokens", "8", "--reasoning-field", "reasoning"]
 [[server]]
@@ -1299,17 +1303,18 @@ request_timeout = "30s"
 fn an_engine_upgrade_makes_stored_cells_stale_with_the_versions_named() {
     let dir = tempfile::tempdir().unwrap();
     let text = |version: &str| {
-        format!(
-            r#"
-[campaign]
-name = "upgrade"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
-version_command = ["sh", "-c", "echo 'sim-engine {version}'"]
+        sim_campaign(
+            "upgrade",
+            &[
+                "--decode-step-ms",
+                "1",
+                "--decode-step-per-seq-ms",
+                "0",
+                "--prefill-tok-s",
+                "0",
+            ],
+        ) + &format!(
+            r#"version_command = ["sh", "-c", "echo 'sim-engine {version}'"]
 [[server]]
 id = "s"
 [[workload]]
@@ -1321,7 +1326,7 @@ num_requests = 2
 "#
         )
     };
-    let p = write_campaign(dir.path(), &text("0.5.9"));
+    let p = write_campaign(dir.path(), text("0.5.9"));
     let (code, plan, _) = run(&["plan", p.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(
@@ -1335,7 +1340,7 @@ num_requests = 2
         assert_eq!(c["engine_build"]["version"], "0.5.9", "{name}");
     }
     // The engine was upgraded: every stored cell is stale, saying why.
-    write_campaign(dir.path(), &text("0.5.11"));
+    write_campaign(dir.path(), text("0.5.11"));
     let (_, plan, _) = run(&["plan", p.to_str().unwrap()]);
     let stale = plan
         .lines()
@@ -1545,8 +1550,7 @@ fn sigkill_mid_cell_leaves_no_process_of_a_wrapper_that_forks_and_detaches_grand
     let wrapper = format!(
         "setsid {sleeper} & ({sleeper} &); {sleeper} & exec {BIN} sim --host {{host}} --port {{port}} --model-name {model} --decode-step-ms 20 --decode-step-per-seq-ms 0 --prefill-tok-s 0"
     );
-    let text = SLOW
-        .replace("MODEL", &model)
+    let text = slow_campaign(&model)
         .replace(
             "kind = \"sim\"\nargs = [\"--decode-step-ms\", \"20\", \"--decode-step-per-seq-ms\", \"0\", \"--prefill-tok-s\", \"0\"]",
             &format!("kind = \"command\"\nexecutable = [\"/bin/sh\", \"-c\", {wrapper:?}]"),
@@ -1575,16 +1579,17 @@ fn campaign_secrets_reach_the_server_but_no_file_and_rotating_a_key_keeps_every_
     let dir = tempfile::tempdir().unwrap();
     let campaign = write_campaign(
         dir.path(),
-        r#"
-[campaign]
-name = "secrets"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--api-key", "${SB_TEST_KEY}", "--decode-step-ms", "0", "--prefill-tok-s", "0"]
-api_key_env = "SB_TEST_KEY"
+        sim_campaign(
+            "secrets",
+            &[
+                "--api-key",
+                "${SB_TEST_KEY}",
+                "--decode-step-ms",
+                "0",
+                "--prefill-tok-s",
+                "0",
+            ],
+        ) + r#"api_key_env = "SB_TEST_KEY"
 secret_env = ["SITE_PASS"]
 env = { HF_TOKEN = "${SB_TEST_KEY}", SITE_PASS = "plain-site-pass", PLAIN_SETTING = "visible-value" }
 [[server]]
@@ -1688,7 +1693,7 @@ fn plan_probes_the_cpu_only_for_cpu_servers_and_scales_their_estimates_by_it() {
         .unwrap();
     let campaign = write_campaign(
         dir.path(),
-        &format!(
+        format!(
             r#"
 [campaign]
 name = "cpu-probe"
@@ -1885,16 +1890,17 @@ fn a_campaign_replays_a_trace_at_two_time_scales_and_another_trace_file_is_anoth
     );
     let trace = dir.path().join("traffic.csv");
     std::fs::copy(slice, &trace).unwrap();
-    let text = r#"
-[campaign]
-name = "replay"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
-[[server]]
+    let text = sim_campaign(
+        "replay",
+        &[
+            "--decode-step-ms",
+            "1",
+            "--decode-step-per-seq-ms",
+            "0",
+            "--prefill-tok-s",
+            "0",
+        ],
+    ) + r#"[[server]]
 id = "a"
 [[workload]]
 name = "azure"
@@ -1905,7 +1911,7 @@ num_requests = 120
 length_scale = 0.25
 slo = ["ttft=60s"]
 "#;
-    let campaign = write_campaign(dir.path(), text);
+    let campaign = write_campaign(dir.path(), &text);
     let (code, out, err) = run(&["run", campaign.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}\n{err}");
     let cells = cells(&dir.path().join("results/replay"));
@@ -2080,17 +2086,18 @@ fn a_replay_killed_mid_cell_resumes_where_it_stopped_and_loses_only_what_was_in_
     );
     // 500 requests over 129 s of trace at x8: a 16 s replay, long enough
     // to be killed in the middle of.
-    let text = format!(
-        r#"
-[campaign]
-name = "resume-replay"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--decode-step-ms", "2", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
-[[server]]
+    let text = sim_campaign(
+        "resume-replay",
+        &[
+            "--decode-step-ms",
+            "2",
+            "--decode-step-per-seq-ms",
+            "0",
+            "--prefill-tok-s",
+            "0",
+        ],
+    ) + &format!(
+        r#"[[server]]
 id = "a"
 [[workload]]
 name = "azure"
@@ -2147,17 +2154,20 @@ fn a_replays_prefix_reuse_matches_its_prediction_until_the_engines_cache_is_too_
     // for the whole replay, one whose cache holds 4,096 tokens of the
     // replay's ~250,000 distinct prompt tokens.
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        r#"
-[campaign]
-name = "pc"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--prefix-cache-block", "16", "--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
-[[server]]
+    let text = sim_campaign(
+        "pc",
+        &[
+            "--prefix-cache-block",
+            "16",
+            "--decode-step-ms",
+            "1",
+            "--decode-step-per-seq-ms",
+            "0",
+            "--prefill-tok-s",
+            "0",
+        ],
+    ) + &format!(
+        r#"[[server]]
 id = "roomy"
 args = ["--kv-capacity-tokens", "4194304"]
 [[server]]
@@ -2223,7 +2233,7 @@ fn a_gpu_is_known_by_name_or_by_its_declared_bandwidth_and_the_plan_says_which()
     let campaign = |hardware: &str| {
         write_campaign(
             dir.path(),
-            &format!(
+            format!(
                 r#"
 [campaign]
 name = "gpus"
@@ -2304,15 +2314,8 @@ fn the_plan_totals_what_runs_and_its_eta_at_the_parallel_asked() {
     let dir = tempfile::tempdir().unwrap();
     let campaign = write_campaign(
         dir.path(),
-        r#"
-[campaign]
-name = "par"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-[[server]]
+        sim_campaign("par", &[])
+            + r#"[[server]]
 id = "a"
 args = ["--decode-step-ms", "10"]
 [[server]]

@@ -1,9 +1,9 @@
 //! The integration tests, in one binary so they link once and share the
-//! cores: each module below is one suite. Suites named `real_*` run real
+//! cores: each module below is one suite. The suites under `real` run real
 //! components that `scripts/setup-test-env.sh` installs (llama.cpp, vLLM on
 //! CPU, SGLang's argument parser, Chromium, sshd, Slurm); the others need
-//! only this crate. `cargo test --test main real_` runs the real suites,
-//! `cargo test --test main -- --skip real_` the rest.
+//! only this crate. `cargo test --test main real::` runs the real suites,
+//! `cargo test --test main -- --skip real::` the rest.
 
 mod common;
 
@@ -35,20 +35,22 @@ mod search;
 /// Workloads: exact lengths, sessions, datasets, traces, long contexts.
 mod workloads;
 
-// Suites with real components.
-/// A real headless Chromium renders the HTML report offline.
-mod real_browser;
-/// `--parallel`, and the ssh, Slurm and systemd launchers with real sshd and Slurm.
-mod real_cluster;
-/// `bench` against the real llama.cpp server.
-mod real_llamacpp;
-/// Campaigns on the real llama.cpp server: cache, correctness, speculation.
-mod real_llamacpp_campaign;
-/// An SLO search against the real llama.cpp server.
-mod real_llamacpp_search;
-/// Workloads on the real llama.cpp server: exact lengths, sessions, a trace.
-mod real_llamacpp_workloads;
-/// SGLang's own parser accepts every command line the adapter emits.
-mod real_sglang_args;
-/// A campaign on the real vLLM (CPU build), SIGKILL included.
-mod real_vllm;
+/// Suites with real components.
+mod real {
+    /// A real headless Chromium renders the HTML report offline.
+    mod browser;
+    /// `--parallel`, and the ssh, Slurm and systemd launchers with real sshd and Slurm.
+    mod cluster;
+    /// `bench` against the real llama.cpp server.
+    mod llamacpp;
+    /// Campaigns on the real llama.cpp server: cache, correctness, speculation.
+    mod llamacpp_campaign;
+    /// An SLO search against the real llama.cpp server.
+    mod llamacpp_search;
+    /// Workloads on the real llama.cpp server: exact lengths, sessions, a trace.
+    mod llamacpp_workloads;
+    /// SGLang's own parser accepts every command line the adapter emits.
+    mod sglang_args;
+    /// A campaign on the real vLLM (CPU build), SIGKILL included.
+    mod vllm;
+}

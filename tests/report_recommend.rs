@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
-use crate::common::BIN;
+use crate::common::{sim_campaign, BIN};
 
 #[test]
 fn recommendation_picks_what_a_hand_calculation_from_the_cells_picks() {
@@ -13,15 +13,8 @@ fn recommendation_picks_what_a_hand_calculation_from_the_cells_picks() {
     let file = dir.path().join("tp.toml");
     std::fs::write(
         &file,
-        r#"
-[campaign]
-name = "tp"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-[[server]]
+        sim_campaign("tp", &[])
+            + r#"[[server]]
 id = "tp1"
 args = ["--decode-step-ms", "2", "--decode-step-per-seq-ms", "0.2"]
 [[server]]

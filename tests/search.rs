@@ -7,23 +7,22 @@
 
 use std::path::Path;
 
-use crate::common::{cells, run};
+use crate::common::{cells, run, sim_campaign};
 
 /// Simulator configs whose TPOT grows 1 ms per running sequence: the
 /// `tpot_p50=25ms` bound falls near concurrency 23 for `fast` on an idle
 /// machine and near 5 for `slow`, whose every step costs 20 ms more.
 fn campaign(dir: &Path, stop_losers: bool) -> std::path::PathBuf {
-    let text = format!(
-        r#"
-[campaign]
-name = "s"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--decode-step-per-seq-ms", "1", "--prefill-tok-s", "1000000"]
-[[server]]
+    let text = sim_campaign(
+        "s",
+        &[
+            "--decode-step-per-seq-ms",
+            "1",
+            "--prefill-tok-s",
+            "1000000",
+        ],
+    ) + &format!(
+        r#"[[server]]
 id = "fast"
 args = ["--decode-step-ms", "2"]
 [[server]]
@@ -278,16 +277,9 @@ fn a_search_beside_fixed_levels_is_refused_at_its_line() {
 fn automatic_repetitions_stop_when_they_agree_and_go_on_when_they_do_not() {
     let dir = tempfile::tempdir().unwrap();
     let write = |target: &str| {
-        let text = format!(
-            r#"
-[campaign]
-name = "r"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-[[server]]
+        let text = sim_campaign("r", &[])
+            + &format!(
+                r#"[[server]]
 id = "a"
 [[workload]]
 name = "w"
@@ -300,7 +292,7 @@ repetitions = "auto"
 repetitions_target = "{target}"
 max_repetitions = 4
 "#
-        );
+            );
         let p = dir.path().join("r.toml");
         std::fs::write(&p, text).unwrap();
         p
@@ -361,16 +353,21 @@ fn a_search_over_time_scale_finds_the_traffic_a_config_of_known_capacity_sustain
     // alone is far past the bound.
     let dir = tempfile::tempdir().unwrap();
     even_trace(&dir.path().join("even.jsonl"), 24, 500);
-    let text = r#"
-[campaign]
-name = "s"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--max-running-requests", "1", "--decode-step-ms", "49", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0", "--ttft-overhead-ms", "5"]
-[[server]]
+    let text = sim_campaign(
+        "s",
+        &[
+            "--max-running-requests",
+            "1",
+            "--decode-step-ms",
+            "49",
+            "--decode-step-per-seq-ms",
+            "0",
+            "--prefill-tok-s",
+            "0",
+            "--ttft-overhead-ms",
+            "5",
+        ],
+    ) + r#"[[server]]
 id = "one-at-a-time"
 [[workload]]
 name = "replay"

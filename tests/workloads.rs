@@ -1,8 +1,8 @@
 //! Workloads end to end on the simulator: multi-turn sessions, datasets,
 //! trace slices and their replay, and long-context planning (the same on
-//! the real llama.cpp server: `real_llamacpp_workloads`).
+//! the real llama.cpp server: `real::llamacpp_workloads`).
 
-use crate::common::{bench, fast_sim, start_sim, trace_fixture};
+use crate::common::{bench, fast_sim, sim_campaign, start_sim, trace_fixture};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn datasets_drive_requests_and_malformed_lines_are_named() {
@@ -76,16 +76,10 @@ fn long_context_runs_30k_and_refuses_100k_against_a_32k_context() {
     let campaign = dir.path().join("c.toml");
     std::fs::write(
         &campaign,
-        r#"
-[campaign]
-name = "ctx"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--prefill-tok-s", "200000", "--decode-step-ms", "0.2"]
-[defaults]
+        sim_campaign(
+            "ctx",
+            &["--prefill-tok-s", "200000", "--decode-step-ms", "0.2"],
+        ) + r#"[defaults]
 context_length = 32768
 [[workload]]
 name = "context"

@@ -14,26 +14,51 @@ use servebench::cmd::bench::BenchResult;
 use servebench::sim::{self, SimConfig};
 use tokio_util::sync::CancellationToken;
 
-/// One real serving engine at a time: llama.cpp and vLLM share the
-/// machine's two cores, and a test that measures one must not measure the
-/// other's load. Every test that serves from a real engine holds a turn.
-static REAL_ENGINE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// Tests that serve from a real engine share the machine's two cores; one
+/// that measures the engine's speed to place its own bounds serves alone.
+/// Every test that serves from a real engine holds a turn on this lock:
+/// shared, or alone for such a measurement.
+static REAL_ENGINES: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-/// A turn on the real engines, held for a whole test.
-pub type RealEngineTurn = tokio::sync::MutexGuard<'static, ()>;
-
-/// Wait for the real engines' turn (from a test outside an async runtime).
-pub fn real_engine_turn() -> RealEngineTurn {
-    REAL_ENGINE.blocking_lock()
+/// A turn beside other real engines (from a test outside an async runtime).
+pub fn real_engine_turn() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    REAL_ENGINES.blocking_read()
 }
 
-/// Wait for the real engines' turn (from an async test).
-pub async fn real_engine_turn_async() -> RealEngineTurn {
-    REAL_ENGINE.lock().await
+/// A turn beside other real engines (from an async test).
+pub async fn real_engine_turn_async() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    REAL_ENGINES.read().await
+}
+
+/// A turn with no other real engine serving, for a test that times one.
+pub fn real_engine_alone() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    REAL_ENGINES.blocking_write()
+}
+
+/// A test campaign's opening tables: `[campaign]` with its results under
+/// `results`, `[model]` at `model`, and `[engine]` of `kind` with `args`
+/// (no `args` line when there are none). The text opens with a blank line,
+/// as the raw literals the tests append do, so the line numbers an error
+/// names are those of the whole file.
+pub fn campaign_head(name: &str, model: &str, kind: &str, args: &[&str]) -> String {
+    let mut head = format!(
+        "\n[campaign]\nname = \"{name}\"\nresults_dir = \"results\"\n\
+         [model]\npath = \"{model}\"\n[engine]\nkind = \"{kind}\"\n"
+    );
+    if !args.is_empty() {
+        let quoted: Vec<String> = args.iter().map(|a| format!("\"{a}\"")).collect();
+        head += &format!("args = [{}]\n", quoted.join(", "));
+    }
+    head
+}
+
+/// [`campaign_head`] for the simulator serving model `sim-model`.
+pub fn sim_campaign(name: &str, args: &[&str]) -> String {
+    campaign_head(name, "sim-model", "sim", args)
 }
 
 /// A campaign file `campaign.toml` in `dir` holding `text`.
-pub fn write_campaign(dir: &std::path::Path, text: &str) -> PathBuf {
+pub fn write_campaign(dir: &std::path::Path, text: impl AsRef<[u8]>) -> PathBuf {
     let p = dir.join("campaign.toml");
     std::fs::write(&p, text).unwrap();
     p

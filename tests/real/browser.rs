@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::BIN;
+use crate::common::{sim_campaign, BIN};
 
 /// Run a command with a deadline; returns (exit code, stdout).
 fn run_with_deadline(cmd: &mut Command, limit: Duration) -> (Option<i32>, String) {
@@ -182,16 +182,18 @@ fn quickstart_report_renders_its_charts_in_a_headless_browser_without_network() 
 /// workloads (12 cells each). The test gives the baseline's measured cells
 /// to 26 more server configs (two drafting methods over TP and budgets), as
 /// a campaign of 28 servers and 336 cells stores them.
-const LARGE: &str = r#"
-[campaign]
-name = "large"
-results_dir = "results"
-[model]
-path = "sim-model"
-[engine]
-kind = "sim"
-args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "1000000"]
-[[server]]
+fn large_campaign() -> String {
+    sim_campaign(
+        "large",
+        &[
+            "--decode-step-ms",
+            "1",
+            "--decode-step-per-seq-ms",
+            "0",
+            "--prefill-tok-s",
+            "1000000",
+        ],
+    ) + r#"[[server]]
 id = "ar-tp1"
 [[server]]
 id = "crashy-with-a-long-descriptive-name"
@@ -227,7 +229,8 @@ num_requests = 1
 baseline = "ar-tp1"
 health_timeout = "30s"
 request_timeout = "60s"
-"#;
+"#
+}
 
 /// Store `base`'s cells again as server `id` with TP `tp` and drafting
 /// `method` at `budget` (none for autoregressive).
@@ -259,7 +262,7 @@ fn clone_server(root: &Path, id: &str, tp: u64, spec: Option<(&str, u64)>) {
 fn a_campaign_of_300_cells_reports_charts_of_at_most_twelve_distinct_series_with_uncut_legends() {
     let dir = tempfile::tempdir().unwrap();
     let campaign = dir.path().join("large.toml");
-    std::fs::write(&campaign, LARGE).unwrap();
+    std::fs::write(&campaign, large_campaign()).unwrap();
     let out = Command::new(BIN)
         .arg("run")
         .arg(&campaign)

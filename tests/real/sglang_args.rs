@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 /// The main campaign with an MTP server and SGLang's own hybrid-model flags added.
 fn campaign(dir: &Path) -> servebench::campaign::Campaign {
     let models = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models");
-    let text = include_str!("../examples/sglang-hybrid-8gpu.toml")
+    let text = include_str!("../../examples/sglang-hybrid-8gpu.toml")
         .replace("\"models/", &format!("\"{models}/"))
         + r#"
 [[server]]

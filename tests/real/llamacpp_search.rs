@@ -1,6 +1,6 @@
 //! An SLO search against the real llama.cpp server (SmolLM2-135M on one CPU
-//! thread), holding the real engines' turn so no other real server shares
-//! the cores while it measures.
+//! thread), taking the real engines' turn alone so no other real server
+//! shares the cores while it measures.
 //!
 //! The TPOT bound is placed from this machine, not guessed: a calibration
 //! sweep over the search's grid (concurrency 1, 4, 7; four slots) measures
@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use crate::common::{cells, real_engine_turn, run};
+use crate::common::{cells, real_engine_alone, run};
 
 /// A llama.cpp campaign named `name` in `dir` whose workload has `load`.
 fn campaign(dir: &Path, name: &str, load: &str) -> std::path::PathBuf {
@@ -85,7 +85,7 @@ fn tpot_by_level(root: &Path) -> Vec<(u64, f64)> {
 
 #[test]
 fn real_llamacpp_search_verdicts_follow_from_its_own_measurements() {
-    let _turn = real_engine_turn();
+    let _turn = real_engine_alone();
     let dir = tempfile::tempdir().unwrap();
     let calibrate = campaign(dir.path(), "calibrate", "concurrency = [1, 4, 7]");
     let (code, _, stderr) = run(&["run", calibrate.to_str().unwrap()]);

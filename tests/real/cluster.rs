@@ -7,7 +7,7 @@
 //! sshd and Slurm come from `scripts/setup-test-env.sh`; run through
 //! `scripts/test.sh`.
 
-use crate::common::{cells, pids_with, run, wait_until};
+use crate::common::{campaign_head, cells, pids_with, run, wait_until};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -56,17 +56,10 @@ fn sim_campaign(
     decode_b_ms: u32,
     launcher: &str,
 ) -> String {
-    format!(
-        r#"
-[campaign]
-name = "{name}"
-results_dir = "results"
-[model]
-path = "{model}"
-[engine]
-kind = "sim"
-args = ["--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
-[[server]]
+    let args = ["--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"];
+    campaign_head(name, model, "sim", &args)
+        + &format!(
+            r#"[[server]]
 id = "a"
 args = ["--decode-step-ms", "{decode_ms}"]
 [[server]]
@@ -84,7 +77,7 @@ grace_period = "2s"
 health_timeout = "30s"
 {launcher}
 "#
-    )
+        )
 }
 
 #[test]
