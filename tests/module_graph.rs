@@ -27,7 +27,7 @@ const FILE_IO_ALLOWED: &[(&str, usize)] = &[
     // load_campaign: the campaign file and the model's config.json digest.
     ("src/campaign/mod.rs", 2),
     // model_file_bytes: the size of local weights for the speed prior.
-    ("src/plan/eta.rs", 2),
+    ("src/plan/eta/priors.rs", 2),
     // prior::load: earlier campaigns' cells given with --prior-results.
     ("src/plan/prior.rs", 2),
     // read_config: the model's config.json.
