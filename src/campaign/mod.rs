@@ -18,7 +18,7 @@ use crate::client::openai::Api;
 use crate::engine::{EngineKind, Speculative};
 use crate::load::schedule::Arrival;
 
-pub use resolve::{resolve, Campaign, PromptSource, ServerConfig, WorkloadPoint};
+pub use resolve::{resolve, Campaign, PromptSource, Scenarios, ServerConfig, WorkloadPoint};
 
 /// A campaign file error with its position.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

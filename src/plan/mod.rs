@@ -730,6 +730,7 @@ pub fn estimator(
         shapes: BTreeMap::new(),
         stop_s: eta::stop_prior_s(c.engine.kind),
         calibration: eta::Calibration::default(),
+        scenarios: c.scenarios.clone(),
     };
     for s in &c.servers {
         let (speed, startup) = prior_for(c, s, model_info, cpu);
@@ -774,7 +775,7 @@ pub fn estimator(
                 server: key.clone(),
                 shape: eta::shape_key(&p.server),
                 level: eta::level_key(&w),
-                predicted_s: speed.load_s(&w),
+                predicted_s: speed.load_s(&w, &c.scenarios),
                 measured_s: p.duration_s,
             });
             if let Some(m) = p.startup_s {

@@ -271,9 +271,12 @@ pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String
             format: *format,
             filter: Default::default(),
         },
-        PromptSource::Scenario { name } => Prompts::Scenario(Arc::new(
-            crate::workload::session::resolve(name).map_err(|e| e.to_string())?,
-        )),
+        PromptSource::Scenario { name } => Prompts::Scenario(
+            c.scenarios
+                .get(name)
+                .cloned()
+                .ok_or_else(|| format!("scenario `{name}` was not loaded with the campaign"))?,
+        ),
         PromptSource::Trace {
             path,
             format,

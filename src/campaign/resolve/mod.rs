@@ -20,7 +20,7 @@ use crate::engine::EngineKind;
 use crate::util::units::parse_duration;
 
 pub use servers::ServerConfig;
-pub use workloads::{PromptSource, Search, WorkloadPoint, MAX_TOKENS};
+pub use workloads::{PromptSource, Scenarios, Search, WorkloadPoint, MAX_TOKENS};
 
 /// The model under test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -180,6 +180,11 @@ pub struct Campaign {
     pub workloads: Vec<WorkloadPoint>,
     /// SLO searches, one per searched workload point.
     pub searches: Vec<Search>,
+    /// The scenarios the session workloads replay, by the name their points
+    /// carry; read once at load, so the plan and the run see the same turns
+    /// (not serialized: the points carry the name).
+    #[serde(skip)]
+    pub scenarios: Scenarios,
     /// Run options.
     pub run: RunSettings,
     /// Where servers are started (not part of any cell's identity).
@@ -321,7 +326,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     let run = run_settings(&raw, src, engine.kind)?;
     check_baseline(&raw, src, &servers)?;
 
-    let (workloads, searches) = workloads::expand_workloads(&raw, src, run.repetitions)?;
+    let (workloads, searches, scenarios) = workloads::expand_workloads(&raw, src, run.repetitions)?;
     let launcher = match &raw.launcher {
         Some(l) => super::launcher::resolve(l.get_ref(), src, l.span().start)?,
         None => Default::default(),
@@ -338,6 +343,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         servers,
         workloads,
         searches,
+        scenarios,
         run,
         launcher,
         api_key_env,

@@ -1,8 +1,9 @@
 //! Workload points and SLO searches: each `[[workload]]` expanded over its
 //! loads, lengths and repetitions, with its prompt source resolved.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
@@ -13,6 +14,7 @@ use crate::client::openai::Api;
 use crate::load::schedule::{Arrival, LoadShape};
 use crate::search::{Axis, SearchSpec};
 use crate::util::units::{parse_duration, parse_slo, Slo};
+use crate::workload::session::Scenario;
 use crate::workload::trace::{self, ReplaySettings, TraceFormat};
 use crate::workload::PromptSelection;
 
@@ -217,18 +219,24 @@ fn repetition_seed(base: u64, repetition: u32) -> u64 {
 /// Fixed workload points and searches.
 type Expanded = (Vec<WorkloadPoint>, Vec<Search>);
 
-/// Every workload's fixed points (each repeated `repetitions` times) and searches.
+/// The scenarios of a campaign's session workloads by name, each read once
+/// when the campaign loads.
+pub type Scenarios = BTreeMap<String, Arc<Scenario>>;
+
+/// Every workload's fixed points (each repeated `repetitions` times), its
+/// searches, and the scenarios its session workloads replay.
 pub(super) fn expand_workloads(
     raw: &RawCampaign,
     src: &Source,
     repetitions: u32,
-) -> Result<Expanded, CampaignError> {
+) -> Result<(Vec<WorkloadPoint>, Vec<Search>, Scenarios), CampaignError> {
     if raw.workloads.is_empty() {
         return Err(src.error_at(src.text.len(), "the campaign declares no [[workload]]"));
     }
     let mut names = BTreeSet::new();
     let mut out = Vec::new();
     let mut searches = Vec::new();
+    let mut scenarios = Scenarios::new();
     for w in &raw.workloads {
         let name = w.name.get_ref().clone();
         if !names.insert(name.clone()) {
@@ -289,7 +297,10 @@ pub(super) fn expand_workloads(
             .iter()
             .map(|s| parse_slo(s.get_ref()).map_err(|e| src.error(s, e)))
             .collect::<Result<Vec<_>, _>>()?;
-        let source = prompt_source(w, src, &name)?;
+        let (source, scenario) = prompt_source(w, src, &name)?;
+        if let (PromptSource::Scenario { name }, Some(sc)) = (&source, scenario) {
+            scenarios.insert(name.clone(), Arc::new(sc));
+        }
         let (inputs, outputs) = lengths(w, src, &name, &source)?;
         for &input_len in &inputs {
             for &output_len in &outputs {
@@ -325,7 +336,7 @@ pub(super) fn expand_workloads(
             }
         }
     }
-    Ok((out, searches))
+    Ok((out, searches, scenarios))
 }
 
 /// A workload's search, checked against its other settings.
@@ -463,12 +474,12 @@ fn loads_of(
 }
 
 /// Where a workload's prompts come from: prompt kinds, a dataset, a
-/// scenario, or synthetic filler.
+/// scenario (with the scenario, read here once), or synthetic filler.
 fn prompt_source(
     w: &super::super::RawWorkload,
     src: &Source,
     name: &str,
-) -> Result<PromptSource, CampaignError> {
+) -> Result<(PromptSource, Option<Scenario>), CampaignError> {
     let chosen = [
         w.prompt_kinds.is_some(),
         w.dataset.is_some(),
@@ -482,7 +493,7 @@ fn prompt_source(
             ),
         ));
     }
-    Ok(match &w.prompt_kinds {
+    let source = match &w.prompt_kinds {
         None if w.dataset.is_some() => {
             let d = w.dataset.as_ref().expect("checked");
             let path = relative(&base_dir(src), d.get_ref());
@@ -502,11 +513,12 @@ fn prompt_source(
             if !crate::workload::session::BUILTIN_SCENARIOS.contains(&name.as_str()) {
                 name = relative(&base_dir(src), &name).display().to_string();
             }
-            crate::workload::session::resolve(&name).map_err(|e| src.error(sc, e.to_string()))?;
+            let scenario = crate::workload::session::resolve(&name)
+                .map_err(|e| src.error(sc, e.to_string()))?;
             if w.api != Some(Api::Chat) {
                 return Err(src.error(sc, format!("workload `{name}`: scenarios need `api = \"chat\"`: each turn carries the conversation so far")));
             }
-            PromptSource::Scenario { name }
+            return Ok((PromptSource::Scenario { name }, Some(scenario)));
         }
         None => PromptSource::Synthetic,
         Some(k) => {
@@ -518,7 +530,8 @@ fn prompt_source(
                 kinds: sel.kinds().to_vec(),
             }
         }
-    })
+    };
+    Ok((source, None))
 }
 
 /// A workload's prompt and output lengths, checked.

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::campaign::{PromptSource, WorkloadPoint};
+use crate::campaign::{PromptSource, Scenarios, WorkloadPoint};
 use crate::load::schedule::LoadShape;
 
 mod calibration;
@@ -116,11 +116,12 @@ impl Speed {
             .sum()
     }
 
-    /// Seconds the load of `w` takes (warm-up included, servebench's own overhead not).
-    pub fn load_s(&self, w: &WorkloadPoint) -> f64 {
+    /// Seconds the load of `w` takes (warm-up included, servebench's own
+    /// overhead not); a session's turns are those of its scenario in `scenarios`.
+    pub fn load_s(&self, w: &WorkloadPoint, scenarios: &Scenarios) -> f64 {
         let cap = self.max_running.unwrap_or(u64::MAX).max(1) as f64;
         let units = w.num_requests.map(|n| (n + w.warmup) as f64);
-        let turns = unit_turns(w);
+        let turns = unit_turns(w, scenarios);
         let unit_s = |running: f64| self.unit_s(&turns, running);
         let one_alone = unit_s(1.0);
         let by_count = match w.load {
@@ -190,6 +191,8 @@ pub struct Estimator {
     pub stop_s: f64,
     /// What was learnt from measured cells.
     pub calibration: Calibration,
+    /// The campaign's scenarios, for its session workloads' turns.
+    pub scenarios: Scenarios,
 }
 
 impl Estimator {
@@ -202,7 +205,8 @@ impl Estimator {
         };
         let key = self.keys.get(server).map(String::as_str).unwrap_or(server);
         let shape = self.shapes.get(server).map(String::as_str).unwrap_or(key);
-        speed.load_s(w) * self.calibration.factor(key, shape, &level_key(w)) + overhead
+        speed.load_s(w, &self.scenarios) * self.calibration.factor(key, shape, &level_key(w))
+            + overhead
     }
 
     /// Estimated cells of one server in order, stopping where its simulated
@@ -249,6 +253,8 @@ impl Estimator {
 
     /// The prior load time of a cell (what observations are compared with), s.
     pub fn prior_load_s(&self, server: &str, w: &WorkloadPoint) -> Option<f64> {
-        self.speeds.get(server).map(|s| s.load_s(w))
+        self.speeds
+            .get(server)
+            .map(|s| s.load_s(w, &self.scenarios))
     }
 }

@@ -1,7 +1,7 @@
 //! What a request and a session cost in tokens: prompt and output lengths
 //! of a workload point, and multi-turn sessions turn by turn.
 
-use crate::campaign::{PromptSource, WorkloadPoint};
+use crate::campaign::{PromptSource, Scenarios, WorkloadPoint};
 
 /// Template tokens a chat message adds around its content, as the plan
 /// counts them (chat templates add a few per message).
@@ -26,10 +26,10 @@ pub fn request_shape(w: &WorkloadPoint) -> (f64, f64) {
     }
 }
 
-/// The requests of one unit of `w` in order: a session's turns, or one
-/// request of the workload's mean shape.
-pub fn unit_turns(w: &WorkloadPoint) -> Vec<TurnShape> {
-    session_turns(w).unwrap_or_else(|| {
+/// The requests of one unit of `w` in order: a session's turns (its
+/// scenario from `scenarios`), or one request of the workload's mean shape.
+pub fn unit_turns(w: &WorkloadPoint, scenarios: &Scenarios) -> Vec<TurnShape> {
+    session_turns(w, scenarios).unwrap_or_else(|| {
         let (input, output) = request_shape(w);
         vec![TurnShape {
             pause_s: 0.0,
@@ -51,12 +51,12 @@ pub struct TurnShape {
 }
 
 /// The turns of a session workload in order (`None`: not a session, or its
-/// scenario does not resolve), with prompts counted one token per word.
-pub fn session_turns(w: &WorkloadPoint) -> Option<Vec<TurnShape>> {
+/// scenario is not among `scenarios`), with prompts counted one token per word.
+pub fn session_turns(w: &WorkloadPoint, scenarios: &Scenarios) -> Option<Vec<TurnShape>> {
     let PromptSource::Scenario { name } = &w.source else {
         return None;
     };
-    let sc = crate::workload::session::resolve(name).ok()?;
+    let sc = scenarios.get(name)?;
     let words = |s: &str| s.split_whitespace().count() as f64;
     let mut context = 3.0
         + sc.system

@@ -47,16 +47,30 @@ fn no_more_run_at_once_than_there_are_units_or_server_slots() {
     sp.step_per_seq_s = 0.001;
     // Two requests at concurrency 4 take as long as at concurrency 2.
     assert_eq!(
-        sp.load_s(&point(4, 2, 128, 64)),
-        sp.load_s(&point(2, 2, 128, 64))
+        sp.load_s(&point(4, 2, 128, 64), &scenarios()),
+        sp.load_s(&point(2, 2, 128, 64), &scenarios())
     );
-    assert!(sp.load_s(&point(4, 2, 128, 64)) < sp.load_s(&point(4, 4, 128, 64)));
+    assert!(
+        sp.load_s(&point(4, 2, 128, 64), &scenarios())
+            < sp.load_s(&point(4, 4, 128, 64), &scenarios())
+    );
     // A server that runs two at a time: concurrency 8 is concurrency 2.
     sp.max_running = Some(2);
     assert_eq!(
-        sp.load_s(&point(8, 16, 128, 64)),
-        sp.load_s(&point(2, 16, 128, 64))
+        sp.load_s(&point(8, 16, 128, 64), &scenarios()),
+        sp.load_s(&point(2, 16, 128, 64), &scenarios())
     );
+}
+
+/// The built-in scenarios the session points of these tests name.
+fn scenarios() -> Scenarios {
+    ["calculator"]
+        .into_iter()
+        .map(|n| {
+            let sc = crate::workload::session::resolve(n).unwrap();
+            (n.to_string(), std::sync::Arc::new(sc))
+        })
+        .collect()
 }
 
 fn session(name: &str, c: u32, sessions: u64, output: u64) -> WorkloadPoint {
@@ -70,7 +84,7 @@ fn session(name: &str, c: u32, sessions: u64, output: u64) -> WorkloadPoint {
 #[test]
 fn a_session_is_its_turns_in_sequence_with_growing_context_and_pauses() {
     let w = session("calculator", 2, 2, 256);
-    let turns = session_turns(&w).unwrap();
+    let turns = session_turns(&w, &scenarios()).unwrap();
     assert_eq!(turns.len(), 5);
     // No pause before the first turn; then each turn's think time (2 s, 3 s, …).
     assert_eq!(turns[0].pause_s, 0.0);
@@ -90,12 +104,12 @@ fn a_session_is_its_turns_in_sequence_with_growing_context_and_pauses() {
     assert!((one - (pauses + decode + prefill)).abs() < 1e-9, "{one}");
     // Two sessions at concurrency 4 are two in parallel, not four.
     assert_eq!(
-        s.load_s(&session("calculator", 4, 2, 256)),
-        s.load_s(&session("calculator", 2, 2, 256))
+        s.load_s(&session("calculator", 4, 2, 256), &scenarios()),
+        s.load_s(&session("calculator", 2, 2, 256), &scenarios())
     );
-    assert!((s.load_s(&w) - s.unit_s(&turns, 2.0)).abs() < 1e-9);
+    assert!((s.load_s(&w, &scenarios()) - s.unit_s(&turns, 2.0)).abs() < 1e-9);
     // Not a session: no turns.
-    assert!(session_turns(&point(1, 1, 10, 10)).is_none());
+    assert!(session_turns(&point(1, 1, 10, 10), &scenarios()).is_none());
 }
 
 #[test]
@@ -105,8 +119,8 @@ fn long_prompts_queue_for_the_gpus_compute_under_concurrency() {
         .unwrap();
     let s = gpu_speed(&gpu, 54e9, 0.0, 64, 1);
     let prefill_one = 100_000.0 / s.prefill_tok_s;
-    let c1 = s.load_s(&point(1, 16, 100_000, 256));
-    let c8 = s.load_s(&point(8, 16, 100_000, 256));
+    let c1 = s.load_s(&point(1, 16, 100_000, 256), &scenarios());
+    let c8 = s.load_s(&point(8, 16, 100_000, 256), &scenarios());
     // Sixteen 100k prompts take sixteen prefills whatever the concurrency:
     // c8 is far from c1's time ÷ 8.
     assert!(c8 >= 16.0 * prefill_one, "{c8} vs {prefill_one}");
@@ -114,7 +128,7 @@ fn long_prompts_queue_for_the_gpus_compute_under_concurrency() {
     assert!(c8 < c1);
     // The same for the campaign's own guesses.
     let g = guessed_speed(60.0, 8000.0);
-    assert!(g.load_s(&point(8, 16, 100_000, 256)) >= 16.0 * 100_000.0 / 8000.0);
+    assert!(g.load_s(&point(8, 16, 100_000, 256), &scenarios()) >= 16.0 * 100_000.0 / 8000.0);
 }
 
 #[test]
@@ -147,26 +161,26 @@ fn speculative_priors_differ_by_method_and_budget_and_lose_at_large_batches() {
         4.0
     );
     let single = point(1, 8, 512, 512);
-    let t_ar = ar.load_s(&single);
+    let t_ar = ar.load_s(&single, &scenarios());
     let (_, ngram) = with(SpecMethod::Ngram, None, EngineKind::Sglang);
     let (_, eagle3) = with(SpecMethod::Eagle3, None, EngineKind::Sglang);
     let (_, dd16) = with(SpecMethod::Ddtree, Some(16), EngineKind::Sglang);
     let (_, dd64) = with(SpecMethod::Ddtree, Some(64), EngineKind::Sglang);
     // Alone, every method beats autoregressive decoding, by how much it accepts.
-    assert!(ngram.load_s(&single) < t_ar);
-    assert!(eagle3.load_s(&single) < ngram.load_s(&single));
-    assert!(dd16.load_s(&single) < eagle3.load_s(&single));
+    assert!(ngram.load_s(&single, &scenarios()) < t_ar);
+    assert!(eagle3.load_s(&single, &scenarios()) < ngram.load_s(&single, &scenarios()));
+    assert!(dd16.load_s(&single, &scenarios()) < eagle3.load_s(&single, &scenarios()));
     assert!(dd16.basis.contains("ddtree prior") && dd16.basis.contains("17 tokens verified"));
     // At 100 running, verifying 65 tokens per sequence is compute-bound:
     // the big tree loses to autoregressive decoding, and to the small tree.
     let busy = point(100, 200, 512, 512);
     assert!(
-        dd64.load_s(&busy) > ar.load_s(&busy),
+        dd64.load_s(&busy, &scenarios()) > ar.load_s(&busy, &scenarios()),
         "{} vs {}",
-        dd64.load_s(&busy),
-        ar.load_s(&busy)
+        dd64.load_s(&busy, &scenarios()),
+        ar.load_s(&busy, &scenarios())
     );
-    assert!(dd64.load_s(&busy) > dd16.load_s(&busy));
+    assert!(dd64.load_s(&busy, &scenarios()) > dd16.load_s(&busy, &scenarios()));
 }
 
 #[test]
@@ -225,7 +239,7 @@ fn the_sim_prior_follows_its_timing_model() {
         (eight - (0.006 + 0.01 * 4.5 + 0.28)).abs() < 1e-9,
         "{eight}"
     );
-    assert!((s.load_s(&w) - 2.0 * eight).abs() < 1e-9);
+    assert!((s.load_s(&w, &scenarios()) - 2.0 * eight).abs() < 1e-9);
     // Speculation: 1.3× the step for 1 + 0.75 + 0.75² + 0.75³ tokens.
     let spec = sim_speed(&sim(&[
         "--spec-draft-tokens",
@@ -269,6 +283,7 @@ fn a_sim_crash_fault_ends_the_servers_cells() {
         shapes: BTreeMap::new(),
         stop_s: 0.05,
         calibration: Calibration::default(),
+        scenarios: scenarios(),
     };
     e.speeds
         .insert("a".into(), sim_speed(&sim(&["--crash-after", "15"])));
@@ -296,7 +311,7 @@ fn gpu_decode_is_bytes_per_step_over_bandwidth() {
     let s = gpu_speed(h100, 16e9, 0.0, 32, 1);
     assert!((s.step_base_s - (16e9 / (0.65 * 3.35e12) + 0.002)).abs() < 1e-12);
     let w = point(1, 128, 0, 1024);
-    let t = s.load_s(&w);
+    let t = s.load_s(&w, &scenarios());
     let per_token = s.step_base_s;
     assert!(
         (t - 128.0 * (0.005 + 1024.0 * per_token)).abs() < 1e-6,
