@@ -73,8 +73,8 @@ pub struct CompareRow {
     pub server_id: String,
     /// Workload point.
     pub point: String,
-    /// `identity`, or `server+cell` when the identity changed.
-    pub matched_by: String,
+    /// How BASE's cells were found for NEW's.
+    pub matched_by: MatchedBy,
     /// Metric name.
     pub metric: String,
     /// Mean over BASE's usable repetitions.
@@ -118,9 +118,30 @@ pub struct Comparison {
     pub regressions: usize,
 }
 
+/// How a NEW cell's BASE counterpart was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum MatchedBy {
+    /// The same identity: every setting the same.
+    #[serde(rename = "identity")]
+    Identity,
+    /// The same server id and cell name, with another identity.
+    #[serde(rename = "server+cell")]
+    ServerAndCell,
+}
+
+impl MatchedBy {
+    /// The name in reports (`identity`, `server+cell`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Identity => "identity",
+            Self::ServerAndCell => "server+cell",
+        }
+    }
+}
+
 /// Matched cells of one (server, point): how they were matched, BASE's and
 /// NEW's, in matching pairs.
-type Group<'a> = (String, Vec<&'a CellResult>, Vec<&'a CellResult>);
+type Group<'a> = (MatchedBy, Vec<&'a CellResult>, Vec<&'a CellResult>);
 
 fn point_of(c: &CellResult) -> String {
     let mut w = c.workload.clone();
@@ -152,24 +173,23 @@ pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison 
             .get(&(n.server_id.as_str(), n.cell_name.as_str()))
             .copied();
         let (b, how) = match (here, by_id.get(n.identity.as_str())) {
-            (Some(b), _) if b.identity == n.identity => (Some(b), "identity"),
-            (_, Some(b)) => (Some(*b), "identity"),
+            (Some(b), _) if b.identity == n.identity => (b, MatchedBy::Identity),
+            (_, Some(b)) => (*b, MatchedBy::Identity),
             (Some(b), None) => {
                 changed_identity += 1;
-                (Some(b), "server+cell")
+                (b, MatchedBy::ServerAndCell)
             }
-            (None, None) => (None, ""),
-        };
-        let Some(b) = b else {
-            notes.push(format!("{}/{}: only in NEW", n.server_id, n.cell_name));
-            continue;
+            (None, None) => {
+                notes.push(format!("{}/{}: only in NEW", n.server_id, n.cell_name));
+                continue;
+            }
         };
         used.insert((b.server_id.as_str(), b.cell_name.as_str()));
         let g = groups
             .entry((n.server_id.clone(), point_of(n)))
-            .or_insert_with(|| (how.to_string(), Vec::new(), Vec::new()));
-        if how != "identity" {
-            g.0 = how.to_string();
+            .or_insert_with(|| (how, Vec::new(), Vec::new()));
+        if how != MatchedBy::Identity {
+            g.0 = how;
         }
         g.1.push(b);
         g.2.push(n);
@@ -238,7 +258,7 @@ pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison 
             rows.push(CompareRow {
                 server_id: server_id.clone(),
                 point: point.clone(),
-                matched_by: how.clone(),
+                matched_by: *how,
                 metric: m.name.to_string(),
                 base: sb.map(|s| s.mean),
                 new: sn.map(|s| s.mean),
@@ -340,7 +360,7 @@ pub fn render(c: &Comparison) -> String {
                 r.noise
                     .map(|x| format!("{:.1}%", x * 100.0))
                     .unwrap_or_else(|| "-".into()),
-                r.matched_by.clone(),
+                r.matched_by.as_str().to_string(),
                 if r.regression {
                     "REGRESSION".into()
                 } else {

@@ -44,8 +44,8 @@ pub struct SloPick {
     pub best_share: f64,
     /// The runner-up, when there is one.
     pub runner_up: Option<Ranked>,
-    /// `confident` or `too close to call`.
-    pub confidence: String,
+    /// Whether the winner's interval clears the runner-up's.
+    pub confidence: Confidence,
     /// How the interval was obtained.
     pub interval: String,
     /// Candidates ranked.
@@ -86,8 +86,8 @@ pub struct StreamPick {
     pub best: Ranked,
     /// The runner-up.
     pub runner_up: Option<Ranked>,
-    /// `confident` or `too close to call`.
-    pub confidence: String,
+    /// Whether the winner's interval clears the runner-up's.
+    pub confidence: Confidence,
     /// Requests behind the winner's median.
     pub requests: usize,
     /// What else the winner's server did wrong in this campaign.
@@ -104,14 +104,33 @@ fn overlaps(a: &Ranked, b: &Ranked) -> bool {
     a.low <= b.high && b.low <= a.high
 }
 
-/// Whether the winner's interval clears the runner-up's.
-fn confidence(best: &Ranked, runner_up: Option<&Ranked>) -> String {
-    if runner_up.is_some_and(|r| overlaps(best, r)) {
-        "too close to call"
-    } else {
-        "confident"
+/// Whether a pick's winner stands apart from its runner-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Confidence {
+    /// The winner's interval clears the runner-up's (or there is none).
+    #[serde(rename = "confident")]
+    Confident,
+    /// The two intervals overlap.
+    #[serde(rename = "too close to call")]
+    TooCloseToCall,
+}
+
+impl std::fmt::Display for Confidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Confident => "confident",
+            Self::TooCloseToCall => "too close to call",
+        })
     }
-    .into()
+}
+
+/// Whether the winner's interval clears the runner-up's.
+fn confidence(best: &Ranked, runner_up: Option<&Ranked>) -> Confidence {
+    if runner_up.is_some_and(|r| overlaps(best, r)) {
+        Confidence::TooCloseToCall
+    } else {
+        Confidence::Confident
+    }
 }
 
 /// Per server, the families of some cells and those cells.
