@@ -4,7 +4,8 @@
 //! `real::llamacpp_campaign`).
 
 use crate::common::{
-    campaign_head, cells, example, pids_with, run, sim_campaign, wait_until, write_campaign,
+    campaign_head, cells, example, pids_with, run, sim_campaign, steady_sim_campaign, wait_until,
+    write_campaign,
 };
 
 use std::collections::BTreeMap;
@@ -757,17 +758,8 @@ fn a_budget_sweep_on_the_simulator_charts_one_series_per_method_and_tp_over_ever
     let dir = tempfile::tempdir().unwrap();
     let p = write_campaign(
         dir.path(),
-        sim_campaign(
-            "sweep",
-            &[
-                "--decode-step-ms",
-                "1",
-                "--decode-step-per-seq-ms",
-                "0",
-                "--prefill-tok-s",
-                "0",
-            ],
-        ) + r#"[[matrix]]
+        steady_sim_campaign("sweep", "1")
+            + r#"[[matrix]]
 id = "ar-tp{tp}"
 tp = [1, 4, 8]
 [[matrix]]
@@ -1091,18 +1083,9 @@ baseline = "base"
 fn a_large_campaign_ends_with_counts_and_the_answer_not_a_row_per_cell() {
     let dir = tempfile::tempdir().unwrap();
     let levels: Vec<String> = (1..=21).map(|c| c.to_string()).collect();
-    let text = sim_campaign(
-        "big",
-        &[
-            "--decode-step-ms",
-            "1",
-            "--decode-step-per-seq-ms",
-            "0",
-            "--prefill-tok-s",
-            "0",
-        ],
-    ) + &format!(
-        r#"[[server]]
+    let text = steady_sim_campaign("big", "1")
+        + &format!(
+            r#"[[server]]
 id = "a"
 [[server]]
 id = "b"
@@ -1115,8 +1098,8 @@ num_requests = 21
 [run]
 baseline = "a"
 "#,
-        levels.join(", ")
-    );
+            levels.join(", ")
+        );
     let p = write_campaign(dir.path(), &text);
     let (code, out, err) = run(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
@@ -1132,17 +1115,8 @@ baseline = "a"
 fn a_crash_keeps_what_was_sent_skips_are_not_suspicious_and_a_rerun_does_not_relaunch_the_crasher()
 {
     let dir = tempfile::tempdir().unwrap();
-    let text = sim_campaign(
-        "crash",
-        &[
-            "--decode-step-ms",
-            "1",
-            "--decode-step-per-seq-ms",
-            "0",
-            "--prefill-tok-s",
-            "0",
-        ],
-    ) + r#"[[server]]
+    let text = steady_sim_campaign("crash", "1")
+        + r#"[[server]]
 id = "fine"
 [[server]]
 id = "crashy"
@@ -1223,17 +1197,8 @@ fn reasoning_is_timed_apart_from_the_answer_in_both_dialects_and_an_answerless_b
     let dir = tempfile::tempdir().unwrap();
     // Eight reasoning tokens 20 ms apart, then the answer: the first token
     // is reasoning, the first answer token is the ninth.
-    let text = sim_campaign(
-        "think",
-        &[
-            "--decode-step-ms",
-            "20",
-            "--decode-step-per-seq-ms",
-            "0",
-            "--prefill-tok-s",
-            "0",
-        ],
-    ) + r#"[[server]]
+    let text = steady_sim_campaign("think", "20")
+        + r#"[[server]]
 id = "vllm-now"
 args = ["--reasoning-tokens", "8", "--reasoning-field", "reasoning"]
 [[server]]
@@ -1303,18 +1268,9 @@ request_timeout = "30s"
 fn an_engine_upgrade_makes_stored_cells_stale_with_the_versions_named() {
     let dir = tempfile::tempdir().unwrap();
     let text = |version: &str| {
-        sim_campaign(
-            "upgrade",
-            &[
-                "--decode-step-ms",
-                "1",
-                "--decode-step-per-seq-ms",
-                "0",
-                "--prefill-tok-s",
-                "0",
-            ],
-        ) + &format!(
-            r#"version_command = ["sh", "-c", "echo 'sim-engine {version}'"]
+        steady_sim_campaign("upgrade", "1")
+            + &format!(
+                r#"version_command = ["sh", "-c", "echo 'sim-engine {version}'"]
 [[server]]
 id = "s"
 [[workload]]
@@ -1324,7 +1280,7 @@ output_len = 4
 concurrency = [1, 2]
 num_requests = 2
 "#
-        )
+            )
     };
     let p = write_campaign(dir.path(), text("0.5.9"));
     let (code, plan, _) = run(&["plan", p.to_str().unwrap()]);
@@ -1890,17 +1846,8 @@ fn a_campaign_replays_a_trace_at_two_time_scales_and_another_trace_file_is_anoth
     );
     let trace = dir.path().join("traffic.csv");
     std::fs::copy(slice, &trace).unwrap();
-    let text = sim_campaign(
-        "replay",
-        &[
-            "--decode-step-ms",
-            "1",
-            "--decode-step-per-seq-ms",
-            "0",
-            "--prefill-tok-s",
-            "0",
-        ],
-    ) + r#"[[server]]
+    let text = steady_sim_campaign("replay", "1")
+        + r#"[[server]]
 id = "a"
 [[workload]]
 name = "azure"
@@ -2086,18 +2033,9 @@ fn a_replay_killed_mid_cell_resumes_where_it_stopped_and_loses_only_what_was_in_
     );
     // 500 requests over 129 s of trace at x8: a 16 s replay, long enough
     // to be killed in the middle of.
-    let text = sim_campaign(
-        "resume-replay",
-        &[
-            "--decode-step-ms",
-            "2",
-            "--decode-step-per-seq-ms",
-            "0",
-            "--prefill-tok-s",
-            "0",
-        ],
-    ) + &format!(
-        r#"[[server]]
+    let text = steady_sim_campaign("resume-replay", "2")
+        + &format!(
+            r#"[[server]]
 id = "a"
 [[workload]]
 name = "azure"
@@ -2106,7 +2044,7 @@ trace = "{slice}"
 time_scale = 8
 output_scale = 0.1
 "#
-    );
+        );
     let campaign = write_campaign(dir.path(), &text);
     let root = dir.path().join("results/resume-replay");
     let journal = root.join("cells/a/azure-trace-x8.journal.jsonl");

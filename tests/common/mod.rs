@@ -57,6 +57,20 @@ pub fn sim_campaign(name: &str, args: &[&str]) -> String {
     campaign_head(name, "sim-model", "sim", args)
 }
 
+/// [`sim_campaign`] whose servers take `decode_step_ms` a step whatever
+/// they run, with instant prefill: a cell's time is its steps alone.
+pub fn steady_sim_campaign(name: &str, decode_step_ms: &str) -> String {
+    let args = [
+        "--decode-step-ms",
+        decode_step_ms,
+        "--decode-step-per-seq-ms",
+        "0",
+        "--prefill-tok-s",
+        "0",
+    ];
+    sim_campaign(name, &args)
+}
+
 /// A campaign file `campaign.toml` in `dir` holding `text`.
 pub fn write_campaign(dir: &std::path::Path, text: impl AsRef<[u8]>) -> PathBuf {
     let p = dir.join("campaign.toml");
