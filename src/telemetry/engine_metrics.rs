@@ -1,27 +1,13 @@
-//! Per-engine metric-name tables and the engine-neutral view of a scrape delta.
+//! The engine-neutral view of a scrape delta, through per-engine metric-name
+//! tables (each in its engine's file under `telemetry/dialect/`).
 //!
 //! Each engine names the same quantities differently, and names change across
 //! versions. A [`MetricNames`] table lists, per common field, the candidate
 //! sample names in order of preference (current name first, older names
 //! after); the first one present in a delta is used.
 //!
-//! Sources of the names (checked against the engines' code):
-//! - vLLM V1: `vllm/v1/metrics/loggers.py` (`PrometheusStatLogger`) and
-//!   `vllm/v1/spec_decode/metrics.py` (`SpecDecodingProm`). prometheus_client
-//!   appends `_total` to counters. `vllm:gpu_cache_usage_perc` and
-//!   `vllm:gpu_prefix_cache_{hits,queries}` are the older names, still emitted
-//!   as deprecated aliases by early V1 releases.
-//! - SGLang: `python/sglang/srt/metrics/collector.py` (`SchedulerMetricsCollector`,
-//!   `TokenizerMetricsCollector`). SGLang exports speculative decoding only as
-//!   the windowed gauges `sglang:spec_accept_length` / `sglang:spec_accept_rate`,
-//!   not as counters, so no acceptance can be differenced from its `/metrics`.
-//! - llama.cpp: `tools/server/server-task.cpp`
-//!   (`server_task_result_metrics::to_metrics`; `tools/server/server.cpp` in
-//!   older trees). `llamacpp:kv_cache_usage_ratio` existed only in builds
-//!   before ggml-org/llama.cpp PR #13660 removed it; `llamacpp:prompt_tokens_total`
-//!   excludes cached prompt tokens, which `llamacpp:prompt_tokens_cached_total`
-//!   counts in newer builds.
-//! - sim: the names servebench's simulator exports (see the simulator module).
+//! Each engine's table lives in its dialect file under `telemetry/dialect/`,
+//! with where its names come from.
 //!
 //! Invariants: a field is `None` when its metric is absent from the delta (never
 //! 0); counters are deltas, gauges are the `after` values; acceptance numbers
@@ -63,88 +49,17 @@ pub struct MetricNames {
     pub spec_accept_length_gauge: &'static [&'static str],
 }
 
-const NONE: &[&str] = &[];
+/// No metric of this kind.
+pub(super) const NONE: &[&str] = &[];
 
-const VLLM: MetricNames = MetricNames {
-    prompt_tokens: &["vllm:prompt_tokens_total"],
-    generation_tokens: &["vllm:generation_tokens_total"],
-    requests_finished: &["vllm:request_success_total"],
-    requests_running: &["vllm:num_requests_running"],
-    requests_waiting: &["vllm:num_requests_waiting"],
-    kv_cache_usage: &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
-    prefix_cache_hits: &[
-        "vllm:prefix_cache_hits_total",
-        "vllm:gpu_prefix_cache_hits_total",
-    ],
-    prefix_cache_queries: &[
-        "vllm:prefix_cache_queries_total",
-        "vllm:gpu_prefix_cache_queries_total",
-    ],
-    spec_drafts: &["vllm:spec_decode_num_drafts_total"],
-    spec_draft_tokens: &["vllm:spec_decode_num_draft_tokens_total"],
-    spec_accepted_tokens: &["vllm:spec_decode_num_accepted_tokens_total"],
-    spec_accepted_per_pos: &["vllm:spec_decode_num_accepted_tokens_per_pos_total"],
-    spec_accept_length_gauge: NONE,
-};
-
-const SGLANG: MetricNames = MetricNames {
-    prompt_tokens: &["sglang:prompt_tokens_total"],
-    generation_tokens: &["sglang:generation_tokens_total"],
-    requests_finished: &["sglang:num_requests_total"],
-    requests_running: &["sglang:num_running_reqs"],
-    requests_waiting: &["sglang:num_queue_reqs"],
-    kv_cache_usage: &["sglang:token_usage"],
-    prefix_cache_hits: &["sglang:cached_tokens_total"],
-    // SGLang's prompt-token counter includes cached tokens, so it is the
-    // number of prompt tokens that were looked up in the radix cache.
-    prefix_cache_queries: &["sglang:prompt_tokens_total"],
-    spec_drafts: NONE,
-    spec_draft_tokens: NONE,
-    spec_accepted_tokens: NONE,
-    spec_accepted_per_pos: NONE,
-    spec_accept_length_gauge: &["sglang:spec_accept_length"],
-};
-
-const LLAMACPP: MetricNames = MetricNames {
-    prompt_tokens: &["llamacpp:prompt_tokens_total"],
-    generation_tokens: &["llamacpp:tokens_predicted_total"],
-    requests_finished: NONE,
-    requests_running: &["llamacpp:requests_processing"],
-    requests_waiting: &["llamacpp:requests_deferred"],
-    kv_cache_usage: &["llamacpp:kv_cache_usage_ratio"],
-    prefix_cache_hits: &["llamacpp:prompt_tokens_cached_total"],
-    // Derived in `common_from_delta`: processed + cached prompt tokens.
-    prefix_cache_queries: NONE,
-    spec_drafts: &["llamacpp:spec_decode_num_drafts_total"],
-    spec_draft_tokens: &["llamacpp:spec_decode_num_draft_tokens_total"],
-    spec_accepted_tokens: &["llamacpp:spec_decode_num_accepted_tokens_total"],
-    spec_accepted_per_pos: &["llamacpp:spec_decode_num_accepted_tokens_per_pos_total"],
-    spec_accept_length_gauge: NONE,
-};
-
-const SIM: MetricNames = MetricNames {
-    prompt_tokens: &["sim:prompt_tokens_total"],
-    generation_tokens: &["sim:generation_tokens_total"],
-    requests_finished: &["sim:request_success_total"],
-    requests_running: &["sim:num_requests_running"],
-    requests_waiting: &["sim:num_requests_waiting"],
-    kv_cache_usage: &["sim:kv_cache_usage_perc"],
-    prefix_cache_hits: NONE,
-    prefix_cache_queries: NONE,
-    spec_drafts: &["sim:spec_decode_num_drafts_total"],
-    spec_draft_tokens: &["sim:spec_decode_num_draft_tokens_total"],
-    spec_accepted_tokens: &["sim:spec_decode_num_accepted_tokens_total"],
-    spec_accepted_per_pos: NONE,
-    spec_accept_length_gauge: NONE,
-};
-
-/// The metric-name table of an engine.
+/// The metric-name table of an engine (each kept with the rest of its
+/// dialect, in `telemetry/dialect/`).
 pub fn metric_names(engine: TelemetryEngine) -> &'static MetricNames {
     match engine {
-        TelemetryEngine::Sglang => &SGLANG,
-        TelemetryEngine::Vllm => &VLLM,
-        TelemetryEngine::Llamacpp => &LLAMACPP,
-        TelemetryEngine::Sim => &SIM,
+        TelemetryEngine::Sglang => &super::dialect::sglang::METRICS,
+        TelemetryEngine::Vllm => &super::dialect::vllm::METRICS,
+        TelemetryEngine::Llamacpp => &super::dialect::llamacpp::METRICS,
+        TelemetryEngine::Sim => &super::dialect::sim::METRICS,
     }
 }
 

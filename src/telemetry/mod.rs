@@ -13,12 +13,16 @@
 //! - [`gpu`]: `nvidia-smi` CSV samples, their per-GPU summary and busy-GPU
 //!   detection.
 //!
+//! What differs between engines (metric names, log phrases) lives in one
+//! file per engine under `dialect/`.
+//!
 //! Invariants shared by all of them: no function panics on any input (logs and
 //! scrapes are untrusted text), unknown lines are ignored rather than fatal,
 //! and a value that was not observed is `None`, never zero, so a missing metric
 //! can never read as a measured 0.
 
 pub mod cell;
+mod dialect;
 pub mod engine_metrics;
 pub mod gpu;
 pub mod logscan;

@@ -21,23 +21,19 @@
 //!   [`ERRORS_KEPT_TAIL`] error lines, so a crash loop cannot make a result
 //!   file unbounded while both the root cause and the final failure survive.
 //!
-//! Each engine's phrases live in a file of its own (`sglang`, `vllm`,
-//! `llamacpp`, `sim`), beside what every engine shares: the facts and the
-//! scanner that gathers them (here), failure classification (`classify`),
-//! and a line's decorations and numbers (`text`).
+//! Each engine's phrases live in its dialect file (`telemetry/dialect/`);
+//! here is what every engine shares: the facts and the scanner that gathers
+//! them, failure classification (`classify`), and a line's decorations and
+//! numbers (`text`).
 
 use serde::{Deserialize, Serialize};
 
 use super::TelemetryEngine;
 
 mod classify;
-mod llamacpp;
-mod sglang;
-mod sim;
 #[cfg(test)]
 mod tests;
-mod text;
-mod vllm;
+pub(super) mod text;
 
 pub use classify::classify_failure;
 pub use text::strip_log_prefix;
@@ -231,17 +227,17 @@ pub fn scan_log(engine: TelemetryEngine, text: &str) -> LogFacts {
     scanner.finish()
 }
 
-struct Scanner {
-    facts: LogFacts,
+pub(in crate::telemetry) struct Scanner {
+    pub(in crate::telemetry) facts: LogFacts,
     tb: TracebackState,
     error_tail: std::collections::VecDeque<ErrorLine>,
     gen_sum: f64,
     gen_n: usize,
     accept_sum: f64,
-    hybrid: HybridState,
-    has_hybrid: bool,
-    llamacpp_buffers_mib: f64,
-    legacy_slots: Option<u64>,
+    pub(in crate::telemetry) hybrid: HybridState,
+    pub(in crate::telemetry) has_hybrid: bool,
+    pub(in crate::telemetry) llamacpp_buffers_mib: f64,
+    pub(in crate::telemetry) legacy_slots: Option<u64>,
 }
 
 impl Scanner {
@@ -310,7 +306,7 @@ impl Scanner {
         }
     }
 
-    fn ready(&mut self, line_number: usize, body: &str) {
+    pub(in crate::telemetry) fn ready(&mut self, line_number: usize, body: &str) {
         if self.facts.ready.is_none() {
             self.facts.ready = Some(ReadyLine {
                 line_number,
@@ -319,7 +315,7 @@ impl Scanner {
         }
     }
 
-    fn decode(&mut self, batch: DecodeBatch) {
+    pub(in crate::telemetry) fn decode(&mut self, batch: DecodeBatch) {
         let d = &mut self.facts.decode;
         d.count += 1;
         if let Some(g) = batch.gen_throughput {
@@ -341,7 +337,7 @@ impl Scanner {
         self.facts.decode.last = Some(batch);
     }
 
-    fn accept(&mut self, length: f64) {
+    pub(in crate::telemetry) fn accept(&mut self, length: f64) {
         self.accept_sum += length;
         self.facts.decode.accept_length_reports += 1;
     }
@@ -370,7 +366,7 @@ impl Scanner {
 }
 
 /// Keeps the first value seen: later duplicates come from other TP ranks.
-fn set<T>(slot: &mut Option<T>, value: Option<T>) {
+pub(in crate::telemetry) fn set<T>(slot: &mut Option<T>, value: Option<T>) {
     if slot.is_none() {
         *slot = value;
     }

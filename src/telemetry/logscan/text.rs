@@ -131,7 +131,7 @@ fn strip_llamacpp_stamp(s: &str) -> &str {
 }
 
 /// Index just past `key`, where `key` is not glued to a preceding identifier.
-pub(super) fn find_key(hay: &str, key: &str) -> Option<usize> {
+pub(in crate::telemetry) fn find_key(hay: &str, key: &str) -> Option<usize> {
     if key.is_empty() {
         return None;
     }
@@ -151,7 +151,7 @@ pub(super) fn find_key(hay: &str, key: &str) -> Option<usize> {
 }
 
 /// A leading decimal number (thousands commas allowed) and the text after it.
-pub(super) fn leading_number(s: &str) -> Option<(f64, &str)> {
+pub(in crate::telemetry) fn leading_number(s: &str) -> Option<(f64, &str)> {
     let b = s.as_bytes();
     let mut i = 0;
     if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
@@ -193,16 +193,16 @@ fn skip_separators(s: &str) -> &str {
     s.trim_start_matches([' ', '\t', '=', ':'])
 }
 
-pub(super) fn num_after(hay: &str, key: &str) -> Option<f64> {
+pub(in crate::telemetry) fn num_after(hay: &str, key: &str) -> Option<f64> {
     let at = find_key(hay, key)?;
     leading_number(skip_separators(hay.get(at..)?)).map(|(v, _)| v)
 }
 
-pub(super) fn to_u64(v: f64) -> Option<u64> {
+pub(in crate::telemetry) fn to_u64(v: f64) -> Option<u64> {
     (v.is_finite() && v >= 0.0 && v <= u64::MAX as f64).then(|| v.round() as u64)
 }
 
-pub(super) fn u64_after(hay: &str, key: &str) -> Option<u64> {
+pub(in crate::telemetry) fn u64_after(hay: &str, key: &str) -> Option<u64> {
     num_after(hay, key).and_then(to_u64)
 }
 
@@ -224,13 +224,13 @@ pub(super) fn mem_value(s: &str) -> Option<f64> {
     Some(value * factor)
 }
 
-pub(super) fn mem_after(hay: &str, key: &str) -> Option<f64> {
+pub(in crate::telemetry) fn mem_after(hay: &str, key: &str) -> Option<f64> {
     let at = find_key(hay, key)?;
     mem_value(hay.get(at..)?)
 }
 
 /// `K (f16): 1024.00 MiB`: the size after the closing parenthesis.
-pub(super) fn mem_after_paren(hay: &str, key: &str) -> Option<f64> {
+pub(in crate::telemetry) fn mem_after_paren(hay: &str, key: &str) -> Option<f64> {
     let at = find_key(hay, key)?;
     let rest = hay.get(at..)?;
     let close = rest.find(')')?;
@@ -238,11 +238,11 @@ pub(super) fn mem_after_paren(hay: &str, key: &str) -> Option<f64> {
 }
 
 /// The number immediately before `key`, e.g. `16384` in `( 16384 cells`.
-pub(super) fn u64_before(hay: &str, key: &str) -> Option<u64> {
+pub(in crate::telemetry) fn u64_before(hay: &str, key: &str) -> Option<u64> {
     number_before_key(hay, key).and_then(to_u64)
 }
 
-pub(super) fn number_before_key(hay: &str, key: &str) -> Option<f64> {
+pub(in crate::telemetry) fn number_before_key(hay: &str, key: &str) -> Option<f64> {
     let at = hay.find(key)?;
     let head = hay.get(..at)?.trim_end();
     let start = head

@@ -1,11 +1,42 @@
-//! What vLLM's log says: its ready line, start-up memory and limits,
-//! and its decode reports.
+//! How vLLM speaks: the names of its metrics and the phrases of its log
+//! (ready line, start-up memory and limits, decode reports).
+//!
+//! Where its metric names come from (checked against its code):
+//! vLLM V1: `vllm/v1/metrics/loggers.py` (`PrometheusStatLogger`) and
+//! `vllm/v1/spec_decode/metrics.py` (`SpecDecodingProm`). prometheus_client
+//! appends `_total` to counters. `vllm:gpu_cache_usage_perc` and
+//! `vllm:gpu_prefix_cache_{hits,queries}` are the older names, still emitted
+//! as deprecated aliases by early V1 releases.
 
-use super::text::{mem_after, num_after, u64_after};
-use super::{set, DecodeBatch, MaxConcurrency, Scanner};
+use crate::telemetry::engine_metrics::{MetricNames, NONE};
+use crate::telemetry::logscan::text::{mem_after, num_after, u64_after};
+use crate::telemetry::logscan::{set, DecodeBatch, MaxConcurrency, Scanner};
+
+/// Its metrics: names in order of preference, current first.
+pub const METRICS: MetricNames = MetricNames {
+    prompt_tokens: &["vllm:prompt_tokens_total"],
+    generation_tokens: &["vllm:generation_tokens_total"],
+    requests_finished: &["vllm:request_success_total"],
+    requests_running: &["vllm:num_requests_running"],
+    requests_waiting: &["vllm:num_requests_waiting"],
+    kv_cache_usage: &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
+    prefix_cache_hits: &[
+        "vllm:prefix_cache_hits_total",
+        "vllm:gpu_prefix_cache_hits_total",
+    ],
+    prefix_cache_queries: &[
+        "vllm:prefix_cache_queries_total",
+        "vllm:gpu_prefix_cache_queries_total",
+    ],
+    spec_drafts: &["vllm:spec_decode_num_drafts_total"],
+    spec_draft_tokens: &["vllm:spec_decode_num_draft_tokens_total"],
+    spec_accepted_tokens: &["vllm:spec_decode_num_accepted_tokens_total"],
+    spec_accepted_per_pos: &["vllm:spec_decode_num_accepted_tokens_per_pos_total"],
+    spec_accept_length_gauge: NONE,
+};
 
 impl Scanner {
-    pub(super) fn vllm(&mut self, line_number: usize, body: &str) {
+    pub(in crate::telemetry) fn vllm(&mut self, line_number: usize, body: &str) {
         if body.contains("Application startup complete") {
             self.ready(line_number, body);
         }

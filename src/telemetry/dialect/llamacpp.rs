@@ -1,14 +1,41 @@
-//! What llama.cpp's log says: its ready line, start-up memory and limits,
-//! and its decode reports.
+//! How llama.cpp speaks: the names of its metrics and the phrases of its log
+//! (ready line, start-up memory and limits, decode reports).
+//!
+//! Where its metric names come from (checked against its code):
+//! llama.cpp: `tools/server/server-task.cpp`
+//! (`server_task_result_metrics::to_metrics`; `tools/server/server.cpp` in
+//! older trees). `llamacpp:kv_cache_usage_ratio` existed only in builds
+//! before ggml-org/llama.cpp PR #13660 removed it; `llamacpp:prompt_tokens_total`
+//! excludes cached prompt tokens, which `llamacpp:prompt_tokens_cached_total`
+//! counts in newer builds.
 
-use super::text::{
+use crate::telemetry::engine_metrics::{MetricNames, NONE};
+use crate::telemetry::logscan::text::{
     leading_number, mem_after, mem_after_paren, num_after, number_before_key, to_u64, u64_after,
     u64_before,
 };
-use super::{set, DecodeBatch, Scanner};
+use crate::telemetry::logscan::{set, DecodeBatch, Scanner};
+
+/// Its metrics: names in order of preference, current first.
+pub const METRICS: MetricNames = MetricNames {
+    prompt_tokens: &["llamacpp:prompt_tokens_total"],
+    generation_tokens: &["llamacpp:tokens_predicted_total"],
+    requests_finished: NONE,
+    requests_running: &["llamacpp:requests_processing"],
+    requests_waiting: &["llamacpp:requests_deferred"],
+    kv_cache_usage: &["llamacpp:kv_cache_usage_ratio"],
+    prefix_cache_hits: &["llamacpp:prompt_tokens_cached_total"],
+    // Derived in `common_from_delta`: processed + cached prompt tokens.
+    prefix_cache_queries: NONE,
+    spec_drafts: &["llamacpp:spec_decode_num_drafts_total"],
+    spec_draft_tokens: &["llamacpp:spec_decode_num_draft_tokens_total"],
+    spec_accepted_tokens: &["llamacpp:spec_decode_num_accepted_tokens_total"],
+    spec_accepted_per_pos: &["llamacpp:spec_decode_num_accepted_tokens_per_pos_total"],
+    spec_accept_length_gauge: NONE,
+};
 
 impl Scanner {
-    pub(super) fn llamacpp(&mut self, line_number: usize, body: &str) {
+    pub(in crate::telemetry) fn llamacpp(&mut self, line_number: usize, body: &str) {
         if body.contains("server is listening on")
             || body.contains("llama_server: listening on")
             || (body.contains("all slots are idle") && self.facts.ready.is_none())

@@ -1,11 +1,37 @@
-//! What SGLang's log says: its ready line, start-up memory and limits,
-//! and its decode reports.
+//! How SGLang speaks: the names of its metrics and the phrases of its log
+//! (ready line, start-up memory and limits, decode reports).
+//!
+//! Where its metric names come from (checked against its code):
+//! SGLang: `python/sglang/srt/metrics/collector.py` (`SchedulerMetricsCollector`,
+//! `TokenizerMetricsCollector`). SGLang exports speculative decoding only as
+//! the windowed gauges `sglang:spec_accept_length` / `sglang:spec_accept_rate`,
+//! not as counters, so no acceptance can be differenced from its `/metrics`.
 
-use super::text::{find_key, leading_number, mem_after, to_u64, u64_after};
-use super::{set, DecodeBatch, Scanner};
+use crate::telemetry::engine_metrics::{MetricNames, NONE};
+use crate::telemetry::logscan::text::{find_key, leading_number, mem_after, to_u64, u64_after};
+use crate::telemetry::logscan::{set, DecodeBatch, Scanner};
+
+/// Its metrics: names in order of preference, current first.
+pub const METRICS: MetricNames = MetricNames {
+    prompt_tokens: &["sglang:prompt_tokens_total"],
+    generation_tokens: &["sglang:generation_tokens_total"],
+    requests_finished: &["sglang:num_requests_total"],
+    requests_running: &["sglang:num_running_reqs"],
+    requests_waiting: &["sglang:num_queue_reqs"],
+    kv_cache_usage: &["sglang:token_usage"],
+    prefix_cache_hits: &["sglang:cached_tokens_total"],
+    // SGLang's prompt-token counter includes cached tokens, so it is the
+    // number of prompt tokens that were looked up in the radix cache.
+    prefix_cache_queries: &["sglang:prompt_tokens_total"],
+    spec_drafts: NONE,
+    spec_draft_tokens: NONE,
+    spec_accepted_tokens: NONE,
+    spec_accepted_per_pos: NONE,
+    spec_accept_length_gauge: &["sglang:spec_accept_length"],
+};
 
 impl Scanner {
-    pub(super) fn sglang(&mut self, line_number: usize, body: &str) {
+    pub(in crate::telemetry) fn sglang(&mut self, line_number: usize, body: &str) {
         if body.contains("The server is fired up and ready to roll") {
             self.ready(line_number, body);
         }
@@ -64,7 +90,10 @@ impl Scanner {
 }
 
 /// Parses `Decode batch. #running-req: 1, ...` and `Decode batch, ...` lines.
-pub(super) fn sglang_decode_batch(line_number: usize, body: &str) -> Option<DecodeBatch> {
+pub(in crate::telemetry) fn sglang_decode_batch(
+    line_number: usize,
+    body: &str,
+) -> Option<DecodeBatch> {
     let at = body.find("Decode batch")?;
     let rest = body.get(at + "Decode batch".len()..)?;
     let rest = rest.strip_prefix(['.', ','])?;
