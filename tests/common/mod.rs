@@ -1,7 +1,6 @@
 //! Shared helpers: an in-process simulator on 127.0.0.1:0, `bench` runs
 //! through the library, and the real llama.cpp server started from the
 //! test environment that `scripts/setup-test-env.sh` installs.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -192,7 +191,6 @@ fn env_path(var: &str) -> PathBuf {
 pub struct LlamaServer {
     pub port: u16,
     child: Child,
-    pub log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -255,7 +253,6 @@ pub fn start_llama(extra: &[&str]) -> LlamaServer {
     LlamaServer {
         port,
         child,
-        log,
         _dir: dir,
     }
 }
