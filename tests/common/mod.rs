@@ -70,6 +70,16 @@ pub fn steady_sim_campaign(name: &str, decode_step_ms: &str) -> String {
     sim_campaign(name, &args)
 }
 
+/// [`campaign_head`] for the real llama.cpp server (`scripts/llama-server`
+/// serving the test model, both from the test environment) with `args`.
+pub fn llamacpp_campaign(name: &str, args: &[&str]) -> String {
+    let python = env_path("SERVEBENCH_PYTHON");
+    let gguf = env_path("SERVEBENCH_TEST_GGUF");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
+    campaign_head(name, &gguf.display().to_string(), "llamacpp", args)
+        + &format!("executable = [\"{}\", \"{script}\"]\n", python.display())
+}
+
 /// A campaign file `campaign.toml` in `dir` holding `text`.
 pub fn write_campaign(dir: &std::path::Path, text: impl AsRef<[u8]>) -> PathBuf {
     let p = dir.join("campaign.toml");

@@ -2,33 +2,16 @@
 //! through `scripts/llama-server`, one thread): prefix-cache counts, answers
 //! checked for correctness, and speculative decoding counted per cell.
 
-use crate::common::{cells, real_engine_turn, run, write_campaign};
+use crate::common::{cells, llamacpp_campaign, real_engine_turn, run, write_campaign};
 
 /// `[campaign]` to `[defaults]` of a campaign on the real llama.cpp server
 /// (SmolLM2 through `scripts/llama-server`, one thread, one request at a
 /// time), `extra_args` appended to the engine's; servers, workloads and
 /// `[run]` follow.
-fn real_llamacpp_head(name: &str, extra_args: &str, context_length: u32) -> String {
-    let python = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
-    let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
-    format!(
-        r#"
-[campaign]
-name = "{name}"
-results_dir = "results"
-[model]
-path = "{gguf}"
-name = "smollm2"
-[engine]
-kind = "llamacpp"
-executable = ["{python}", "{script}"]
-args = ["--threads", "1"{extra_args}]
-[defaults]
-context_length = {context_length}
-max_running_requests = 1
-"#
-    )
+fn real_llamacpp_head(name: &str, extra_args: &[&str], context_length: u32) -> String {
+    let args = [&["--threads", "1"][..], extra_args].concat();
+    llamacpp_campaign(name, &args)
+        + &format!("[defaults]\ncontext_length = {context_length}\nmax_running_requests = 1\n")
 }
 
 #[test]
@@ -37,7 +20,7 @@ fn real_llamacpp_reports_cached_prompt_tokens_and_a_shared_prefix_hits_the_cache
     let dir = tempfile::tempdir().unwrap();
     // One slot: consecutive requests find the previous prompt in it, so a
     // shared prefix is taken from the cache and unique prompts are not.
-    let head = real_llamacpp_head("cache", "", 1024);
+    let head = real_llamacpp_head("cache", &[], 1024);
     let text = format!(
         r#"{head}
 [[server]]
@@ -116,7 +99,7 @@ fn real_llamacpp_answers_forced_into_one_word_are_caught_and_an_exact_twin_agree
     let dir = tempfile::tempdir().unwrap();
     // The real engine under a default grammar that allows only "lambda ":
     // what a broken build streams, produced by llama.cpp's own sampler.
-    let head = real_llamacpp_head("forced", "", 1024);
+    let head = real_llamacpp_head("forced", &[], 1024);
     let text = format!(
         r#"{head}
 [[server]]
@@ -174,9 +157,9 @@ grace_period = "3s"
 #[test]
 fn real_llamacpp_campaign_runs_autoregressive_and_speculative_and_their_answers_agree() {
     let _turn = real_engine_turn();
-    let dir = tempfile::tempdir().unwrap();
     let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
-    let head = real_llamacpp_head("real", ", \"--metrics\"", 2048)
+    let dir = tempfile::tempdir().unwrap();
+    let head = real_llamacpp_head("real", &["--metrics"], 2048)
         .replace("max_running_requests = 1", "max_running_requests = 2");
     // Greedy requests against autoregressive decoding, llama.cpp's n-gram
     // lookup and a draft model (the target itself as its own drafter, the
@@ -308,23 +291,11 @@ grace_period = "3s"
 #[test]
 fn real_llamacpp_speculation_is_counted_per_cell_and_depends_on_the_prompt() {
     let _turn = real_engine_turn();
-    let python = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
-    let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
     let dir = tempfile::tempdir().unwrap();
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/workload");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
-    let text = format!(
-        r#"
-[campaign]
-name = "spec"
-results_dir = "results"
-[model]
-path = "{gguf}"
-[engine]
-kind = "llamacpp"
-executable = ["{python}", "{script}"]
-args = ["--threads", "1", "--metrics"]
-[defaults]
+    let text = llamacpp_campaign("spec", &["--threads", "1", "--metrics"])
+        + &format!(
+            r#"[defaults]
 context_length = 2048
 max_running_requests = 1
 [[server]]
@@ -351,7 +322,7 @@ health_timeout = "60s"
 request_timeout = "60s"
 grace_period = "3s"
 "#
-    );
+        );
     let campaign = write_campaign(dir.path(), &text);
     let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
     let cells = cells(&dir.path().join("results/spec"));

@@ -16,25 +16,13 @@
 
 use std::path::Path;
 
-use crate::common::{cells, real_engine_alone, run};
+use crate::common::{cells, llamacpp_campaign, real_engine_alone, run};
 
 /// A llama.cpp campaign named `name` in `dir` whose workload has `load`.
 fn campaign(dir: &Path, name: &str, load: &str) -> std::path::PathBuf {
-    let python = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
-    let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
-    let text = format!(
-        r#"
-[campaign]
-name = "{name}"
-results_dir = "results"
-[model]
-path = "{gguf}"
-[engine]
-kind = "llamacpp"
-executable = ["{python}", "{script}"]
-args = ["--threads", "1"]
-[defaults]
+    let text = llamacpp_campaign(name, &["--threads", "1"])
+        + &format!(
+            r#"[defaults]
 context_length = 4096
 max_running_requests = 4
 [[server]]
@@ -50,7 +38,7 @@ health_timeout = "60s"
 request_timeout = "120s"
 grace_period = "3s"
 "#
-    );
+        );
     let p = dir.join(format!("{name}.toml"));
     std::fs::write(&p, text).unwrap();
     p
