@@ -9,7 +9,8 @@
 //! - [`util`]: units, flag values, shell quoting, atomic writes, secrets, the
 //!   seeded generator, plain-text tables, short SHA-256 digests.
 //! - [`memory`]: GPU memory, KV capacity, GPU datasheets (pure).
-//! - [`telemetry`]: Prometheus, engine logs, GPU samples (pure parsers).
+//! - [`telemetry`]: Prometheus, engine logs, GPU samples (pure parsers), each
+//!   engine's metric names and log phrases in one file.
 //! - [`failure`]: failure classes with their evidence.
 //! - [`engine`]: server configs to engine command lines.
 //! - [`client`]: the streaming OpenAI-compatible HTTP client, SSE, raw records.

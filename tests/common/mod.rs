@@ -1,6 +1,8 @@
-//! Shared helpers: an in-process simulator on 127.0.0.1:0, `bench` runs
-//! through the library, and the real llama.cpp server started from the
-//! test environment that `scripts/setup-test-env.sh` installs.
+//! Shared helpers: campaign files built from common parts, an in-process
+//! simulator on 127.0.0.1:0, `bench` runs through the library, the real
+//! llama.cpp server started from the test environment that
+//! `scripts/setup-test-env.sh` installs, and the turns real engines take on
+//! the machine's cores.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
