@@ -32,7 +32,7 @@ mod report_recommend;
 mod schema;
 /// SLO searches on the simulator.
 mod search;
-/// Workloads: exact lengths, sessions, datasets, traces, long contexts.
+/// Workloads on the simulator: sessions, datasets, traces and their replay, long contexts.
 mod workloads;
 
 /// Suites with real components.
