@@ -13,7 +13,19 @@
 //! `draft-dflash` spec type is missing from its choices.
 
 use super::{
-    chain_only, push, spec_method, EngineError, EngineKind, ServerSpec, SpecMethod, Speculative,
+    chain_only, push, spec_method, EngineError, EngineKind, Lifecycle, ServerSpec, SpecMethod,
+    Speculative,
+};
+
+/// llama.cpp's start and stop: about a second after process start, then
+/// reading the GGUF (about 1 GB/s) dominates; it exits at once.
+pub const LIFECYCLE: Lifecycle = Lifecycle {
+    startup_s: 1.0,
+    python: false,
+    load_gb_per_s: Some(1.0),
+    startup_s_per_extra_rank: 0.0,
+    startup_is_cpu_work: true,
+    stop_s: 0.15,
 };
 
 /// Every flag this adapter can emit, as spelled in `common/arg.cpp`.

@@ -2,9 +2,13 @@
 //! command line, and know the engine's health, metrics and exact-length
 //! dialect.
 //!
-//! One file per engine holds its flag names; every flag emitted must exist in
+//! One file per engine holds its flag names and the start-up and stop
+//! priors the plan assumes ([`Lifecycle`]); every flag emitted must exist in
 //! that engine's real CLI (each file cites the source it was checked
-//! against). Arguments are always an argv list, never a shell string; user
+//! against). What the lower layers know of an engine sits in their own
+//! per-engine file, the same name in each: `telemetry/dialect/<engine>.rs`
+//! (metric names, log phrases) and `memory/engine_rules/<engine>.rs` (how it
+//! sizes its memory). Arguments are always an argv list, never a shell string; user
 //! `extra_args` pass through untouched after the generated ones.
 
 pub mod llamacpp;
@@ -103,6 +107,20 @@ impl EngineKind {
         v.iter().map(|s| s.to_string()).collect()
     }
 
+    /// What the plan assumes of this engine's start and stop before any is measured.
+    pub fn lifecycle(self) -> Lifecycle {
+        match self {
+            EngineKind::Sglang => sglang::LIFECYCLE,
+            EngineKind::Vllm => vllm::LIFECYCLE,
+            EngineKind::Llamacpp => llamacpp::LIFECYCLE,
+            EngineKind::Sim => Lifecycle::fixed(0.2, 0.05),
+            // Already running: servebench neither starts nor stops it.
+            EngineKind::Openai => Lifecycle::fixed(0.0, 0.0),
+            // A user's command: unknown, so a few seconds.
+            EngineKind::Command => Lifecycle::fixed(5.0, 0.5),
+        }
+    }
+
     /// The telemetry dialect for metrics and logs, when there is one.
     pub fn telemetry(self) -> Option<crate::telemetry::TelemetryEngine> {
         match self {
@@ -118,6 +136,42 @@ impl EngineKind {
 impl std::fmt::Display for EngineKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// An engine's start-up and stop priors: what the plan's time estimate
+/// assumes before a server of the engine has been measured
+/// (`plan::eta::startup_prior_s` turns them into seconds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Lifecycle {
+    /// Start-up seconds of the engine itself: on top of the Python runtime's
+    /// shared start-up when `python` (negative when it comes up sooner).
+    pub startup_s: f64,
+    /// Whether it starts a Python runtime: imports, engine core and memory
+    /// profiling, and compilation unless told to run eager.
+    pub python: bool,
+    /// How fast it reads the weights at start-up, GB/s (None: it reads none).
+    pub load_gb_per_s: Option<f64>,
+    /// Start-up seconds each tensor-parallel rank beyond the first adds.
+    pub startup_s_per_extra_rank: f64,
+    /// Whether its start-up is CPU work on the host, so a CPU host's speed scales it.
+    pub startup_is_cpu_work: bool,
+    /// From asking it to stop until it and its process tree are gone, s.
+    pub stop_s: f64,
+}
+
+impl Lifecycle {
+    /// Fixed start-up and stop times, for engines that read no weights and
+    /// whose start-up is not CPU work worth scaling.
+    const fn fixed(startup_s: f64, stop_s: f64) -> Self {
+        Lifecycle {
+            startup_s,
+            python: false,
+            load_gb_per_s: None,
+            startup_s_per_extra_rank: 0.0,
+            startup_is_cpu_work: false,
+            stop_s,
+        }
     }
 }
 

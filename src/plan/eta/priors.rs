@@ -1,7 +1,7 @@
-//! What a server costs before it is measured, per engine: start-up and
-//! stop times, and the speed of a decode step and a prefill, from the
-//! simulator's own flags, a GPU's figures, a CPU's measured bandwidth or
-//! the user's guesses.
+//! What a server costs before it is measured: start-up and stop times from
+//! its engine's [`crate::engine::Lifecycle`], and the speed of a decode
+//! step and a prefill, from the simulator's own flags, a GPU's figures, a
+//! CPU's measured bandwidth or the user's guesses.
 
 use std::path::Path;
 
@@ -154,8 +154,9 @@ pub struct Facts {
     pub max_running: Option<u64>,
 }
 
-/// Start-up prior, s: sim and llama.cpp start in about a second, vLLM and
-/// SGLang in about a minute on a GPU plus weight loading, more with TP.
+/// Start-up prior, s, from the engine's [`crate::engine::Lifecycle`]: sim and llama.cpp
+/// start in about a second, vLLM and SGLang in about a minute on a GPU plus
+/// weight loading, more with TP.
 ///
 /// `cpu`: the server runs on this CPU, where start-up is imports and
 /// initialisation, CPU work: the reference machine's figure divided by its
@@ -168,43 +169,35 @@ pub fn startup_prior_s(
     eager: bool,
     cpu: Option<CpuSpeed>,
 ) -> f64 {
+    let life = engine.lifecycle();
     let gb = weights_total_bytes.unwrap_or(0.0) / 1e9;
     let extra_ranks = tp.saturating_sub(1) as f64;
-    // Python imports, engine core and memory profiling: the 135M model came
-    // up in 27–42 s (mean 34 s) on the reference machine's 2 cores with
-    // --enforce-eager, where compiling adds about 10 s; on GPUs about 45 s,
-    // and torch.compile with CUDA graph capture adds about 15 s.
-    let (python_base, compile) = match cpu {
-        Some(_) => (35.0, 10.0),
-        None => (45.0, 15.0),
+    let mut prior = if life.python {
+        // Python imports, engine core and memory profiling: the 135M model
+        // came up in 27–42 s (mean 34 s) on the reference machine's 2 cores
+        // with --enforce-eager, where compiling adds about 10 s; on GPUs
+        // about 45 s, and torch.compile with CUDA graph capture adds about 15 s.
+        let (python_base, compile) = match cpu {
+            Some(_) => (35.0, 10.0),
+            None => (45.0, 15.0),
+        };
+        python_base + life.startup_s + if eager { 0.0 } else { compile }
+    } else {
+        life.startup_s
     };
-    let compile = if eager { 0.0 } else { compile };
-    let prior = match engine {
-        EngineKind::Sim => 0.2,
-        // Reading the GGUF dominates after process start.
-        EngineKind::Llamacpp => 1.0 + gb / 1.0,
-        EngineKind::Vllm => python_base + compile + gb / 1.5 + 15.0 * extra_ranks,
-        EngineKind::Sglang => python_base - 10.0 + compile + gb / 1.5 + 10.0 * extra_ranks,
-        EngineKind::Openai => 0.0,
-        EngineKind::Command => 5.0,
-    };
-    match (engine, cpu) {
-        (EngineKind::Sim | EngineKind::Openai | EngineKind::Command, _) | (_, None) => prior,
-        (_, Some(cpu)) => prior / cpu.factor,
+    if let Some(rate) = life.load_gb_per_s {
+        prior += gb / rate;
+        prior += life.startup_s_per_extra_rank * extra_ranks;
+    }
+    match cpu {
+        Some(cpu) if life.startup_is_cpu_work => prior / cpu.factor,
+        _ => prior,
     }
 }
 
-/// Time from asking a server to stop until it and its process tree are
-/// gone, s: the Python engines shut their engine-core processes down (vLLM
-/// on CPU took 0.8 s), llama.cpp and the simulator exit at once.
+/// Time from asking a server to stop until it and its process tree are gone, s.
 pub fn stop_prior_s(engine: EngineKind) -> f64 {
-    match engine {
-        EngineKind::Sim => 0.05,
-        EngineKind::Llamacpp => 0.15,
-        EngineKind::Vllm | EngineKind::Sglang => 0.8,
-        EngineKind::Openai => 0.0,
-        EngineKind::Command => 0.5,
-    }
+    engine.lifecycle().stop_s
 }
 
 /// The simulator config a server would run with, from its command line.
