@@ -434,7 +434,38 @@ fn failed_skipped_and_suspicious_cells_are_listed_with_their_reason_and_carry_no
         .find(|p| p.server_id == "eagle-k8-tp2" && p.point == "chat-in512-out64-c4")
         .unwrap();
     assert_eq!(p.output_tok_s.unwrap().n, 1);
-    assert_eq!(p.status, "ok×1 suspicious×1");
+    assert_eq!(p.status.to_string(), "ok×1 suspicious×1");
+    assert!(
+        !p.status.all_ok(),
+        "a suspicious repetition marks the point"
+    );
+}
+
+#[test]
+fn a_points_status_tally_reads_back_as_written_and_repeated_oks_are_all_ok() {
+    let r = build(&fixture(), &ReportOptions::default());
+    let tally = |server: &str, point: &str| {
+        r.points
+            .iter()
+            .find(|p| p.server_id == server && p.point == point)
+            .map(|p| p.status.clone())
+            .unwrap()
+    };
+    let twice = tally("ar", "chat-in512-out64-c1");
+    assert_eq!(twice.to_string(), "ok×2");
+    assert!(twice.all_ok(), "two ok repetitions are not a warning");
+    let once = tally("ar", "ctx-in4096-out64-c1");
+    assert_eq!(once.to_string(), "ok");
+    let failed = tally("ar", "ctx-in40000-out64-c1");
+    assert_eq!(failed.to_string(), "failed");
+    assert!(!failed.all_ok());
+    // report.json holds the text; reading it back gives the same tally.
+    for p in &r.points {
+        let json = serde_json::to_value(p).unwrap();
+        assert_eq!(json["status"], p.status.to_string());
+        let back: servebench::report::model::PointRow = serde_json::from_value(json).unwrap();
+        assert_eq!(back.status, p.status);
+    }
 }
 
 #[test]

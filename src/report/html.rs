@@ -283,7 +283,7 @@ fn results(s: &mut String, r: &Report) {
         .map(|p| {
             let class = if p.output_tok_s.is_none() {
                 "bad"
-            } else if p.status != "ok" {
+            } else if !p.status.all_ok() {
                 "warn"
             } else {
                 ""

@@ -181,6 +181,65 @@ pub struct CellRow {
     pub prompt_cache_hit_rate: Option<f64>,
 }
 
+/// How many of a point's cells ended in each status; written `ok` for one
+/// cell, `ok×2 failed×1` for several.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusTally(BTreeMap<CellStatus, usize>);
+
+impl StatusTally {
+    /// Counts the statuses of a point's cells.
+    pub fn of(statuses: impl IntoIterator<Item = CellStatus>) -> Self {
+        let mut counts = BTreeMap::new();
+        for s in statuses {
+            *counts.entry(s).or_insert(0) += 1;
+        }
+        StatusTally(counts)
+    }
+
+    /// Whether every cell of the point is ok.
+    pub fn all_ok(&self) -> bool {
+        self.0.keys().all(|s| *s == CellStatus::Ok)
+    }
+}
+
+impl std::fmt::Display for StatusTally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let [(s, 1)] = self.0.iter().collect::<Vec<_>>()[..] {
+            return f.write_str(s.as_str());
+        }
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|(s, n)| format!("{}×{n}", s.as_str()))
+            .collect();
+        f.write_str(&parts.join(" "))
+    }
+}
+
+impl Serialize for StatusTally {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for StatusTally {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, IntoDeserializer};
+        let text = String::deserialize(d)?;
+        let mut counts = BTreeMap::new();
+        for part in text.split_whitespace() {
+            let (name, n) = match part.split_once('×') {
+                Some((name, n)) => (name, n.parse().map_err(D::Error::custom)?),
+                None => (part, 1),
+            };
+            let status = CellStatus::deserialize(name.into_deserializer())
+                .map_err(|e: serde::de::value::Error| D::Error::custom(e))?;
+            counts.insert(status, n);
+        }
+        Ok(StatusTally(counts))
+    }
+}
+
 /// One (server, workload point), aggregated over its repetitions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PointRow {
@@ -208,7 +267,7 @@ pub struct PointRow {
     /// Speculative budget.
     pub budget: Option<u32>,
     /// Status over repetitions, e.g. `ok` or `ok×2 failed×1`.
-    pub status: String,
+    pub status: StatusTally,
     /// Cells stored for the point.
     pub cells: usize,
     /// Completed requests over all repetitions.
@@ -995,19 +1054,7 @@ fn point_rows(cells: &[&CellResult], rows: &[CellRow]) -> Vec<PointRow> {
             let good: Vec<&CellRow> = idx.iter().map(|&i| &rows[i]).filter(|r| r.usable).collect();
             let spread =
                 |f: fn(&CellRow) -> Option<f64>| Spread::of(good.iter().filter_map(|r| f(r)));
-            let mut counts: BTreeMap<CellStatus, usize> = BTreeMap::new();
-            for &i in idx {
-                *counts.entry(rows[i].status).or_insert(0) += 1;
-            }
-            let status = if counts.len() == 1 && idx.len() == 1 {
-                first.status.as_str().to_string()
-            } else {
-                counts
-                    .iter()
-                    .map(|(s, n)| format!("{}×{n}", s.as_str()))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            };
+            let status = StatusTally::of(idx.iter().map(|&i| rows[i].status));
             PointRow {
                 server_id: key.0.clone(),
                 point: key.1.clone(),

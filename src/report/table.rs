@@ -58,7 +58,7 @@ pub fn point_cells(p: &PointRow) -> Vec<String> {
         match (&p.under_loaded, p.in_flight) {
             (Some(_), Some(f)) => format!("{} (under-loaded: {:.1} in flight)", p.status, f.mean),
             (Some(_), None) => format!("{} (under-loaded)", p.status),
-            _ => p.status.clone(),
+            _ => p.status.to_string(),
         },
         if p.requests_ok + p.requests_failed == 0 {
             // Nothing was sent: not run, skipped, or failed before any request.
