@@ -1,7 +1,7 @@
 //! `servebench bench` against the built-in simulator: measured numbers match
 //! the simulator's configured ground truth, and failures are classified.
 
-use crate::common::{bench, fast_sim, start_sim};
+use crate::common::{bench, bench_closed, fast_sim, start_sim};
 use servebench::failure::FailureClass;
 
 fn p50(s: &Option<servebench::metrics::stats::Stats>) -> f64 {
@@ -15,20 +15,7 @@ async fn fixed_ttft_and_itl_are_measured_within_tolerance() {
     cfg.decode_step_ms = 10.0;
     let sim = start_sim(cfg).await;
     let url = sim.url();
-    let (r, ok) = bench(&[
-        "--url",
-        &url,
-        "--concurrency",
-        "4",
-        "--num-requests",
-        "16",
-        "--input-len",
-        "32",
-        "--output-len",
-        "20",
-        "--ignore-eos",
-    ])
-    .await;
+    let (r, ok) = bench_closed(&url, 4, 16, 20, &["--input-len", "32", "--ignore-eos"]).await;
     assert!(ok);
     let l = &r.levels[0];
     assert_eq!((l.completed, l.failed), (16, 0));
@@ -59,18 +46,7 @@ async fn three_tokens_per_chunk_makes_per_token_itl_a_third() {
     cfg.spec_acceptance = 1.0;
     let sim = start_sim(cfg).await;
     let url = sim.url();
-    let (r, _) = bench(&[
-        "--url",
-        &url,
-        "--concurrency",
-        "2",
-        "--num-requests",
-        "6",
-        "--output-len",
-        "31",
-        "--ignore-eos",
-    ])
-    .await;
+    let (r, _) = bench_closed(&url, 2, 6, 31, &["--ignore-eos"]).await;
     let l = &r.levels[0];
     assert_eq!(l.completed, 6);
     // 1 token first, then 10 chunks of 3.
@@ -91,19 +67,7 @@ async fn over_long_prompt_is_context_overflow_with_the_server_message() {
     cfg.context_length = 100;
     let sim = start_sim(cfg).await;
     let url = sim.url();
-    let (r, ok) = bench(&[
-        "--url",
-        &url,
-        "--concurrency",
-        "2",
-        "--num-requests",
-        "4",
-        "--input-len",
-        "200",
-        "--output-len",
-        "8",
-    ])
-    .await;
+    let (r, ok) = bench_closed(&url, 2, 4, 8, &["--input-len", "200"]).await;
     assert!(!ok);
     let l = &r.levels[0];
     assert_eq!((l.completed, l.failed), (0, 4));
@@ -130,20 +94,7 @@ async fn crash_mid_run_gives_classified_failures_not_zeros() {
     cfg.crash_after = Some(3);
     let mut sim = start_sim(cfg).await;
     let url = sim.url();
-    let (r, ok) = bench(&[
-        "--url",
-        &url,
-        "--concurrency",
-        "2",
-        "--num-requests",
-        "8",
-        "--output-len",
-        "40",
-        "--ignore-eos",
-        "--request-timeout",
-        "5s",
-    ])
-    .await;
+    let (r, ok) = bench_closed(&url, 2, 8, 40, &["--ignore-eos", "--request-timeout", "5s"]).await;
     assert!(!ok);
     let l = &r.levels[0];
     assert!(l.failed >= 5, "failed {}", l.failed);
@@ -165,17 +116,7 @@ async fn http_errors_truncation_and_hangs_are_classified() {
     cfg.error_rate = 1.0;
     let sim = start_sim(cfg).await;
     let url = sim.url();
-    let (r, _) = bench(&[
-        "--url",
-        &url,
-        "--concurrency",
-        "1",
-        "--num-requests",
-        "2",
-        "--output-len",
-        "4",
-    ])
-    .await;
+    let (r, _) = bench_closed(&url, 1, 2, 4, &[]).await;
     assert_eq!(
         r.levels[0].failures_by_class.get(&FailureClass::HttpError),
         Some(&2)
@@ -189,17 +130,7 @@ async fn http_errors_truncation_and_hangs_are_classified() {
     cfg.truncate_rate = 1.0;
     let sim = start_sim(cfg).await;
     let url = sim.url();
-    let (r, _) = bench(&[
-        "--url",
-        &url,
-        "--concurrency",
-        "1",
-        "--num-requests",
-        "2",
-        "--output-len",
-        "10",
-    ])
-    .await;
+    let (r, _) = bench_closed(&url, 1, 2, 10, &[]).await;
     assert_eq!(
         r.levels[0].failures_by_class.get(&FailureClass::Protocol),
         Some(&2)
@@ -209,19 +140,7 @@ async fn http_errors_truncation_and_hangs_are_classified() {
     cfg.hang_after = Some(0);
     let sim = start_sim(cfg).await;
     let url = sim.url();
-    let (r, _) = bench(&[
-        "--url",
-        &url,
-        "--concurrency",
-        "2",
-        "--num-requests",
-        "2",
-        "--output-len",
-        "4",
-        "--request-timeout",
-        "300ms",
-    ])
-    .await;
+    let (r, _) = bench_closed(&url, 2, 2, 4, &["--request-timeout", "300ms"]).await;
     assert_eq!(
         r.levels[0].failures_by_class.get(&FailureClass::Timeout),
         Some(&2)
@@ -234,33 +153,12 @@ async fn eos_ends_answers_early_unless_ignore_eos_is_set() {
     cfg.eos_after = Some(5);
     let sim = start_sim(cfg).await;
     let url = sim.url();
-    let (r, _) = bench(&[
-        "--url",
-        &url,
-        "--concurrency",
-        "1",
-        "--num-requests",
-        "2",
-        "--output-len",
-        "12",
-    ])
-    .await;
+    let (r, _) = bench_closed(&url, 1, 2, 12, &[]).await;
     assert!(r.levels[0]
         .requests
         .iter()
         .all(|q| q.output_tokens == Some(5)));
-    let (r, _) = bench(&[
-        "--url",
-        &url,
-        "--concurrency",
-        "1",
-        "--num-requests",
-        "2",
-        "--output-len",
-        "12",
-        "--ignore-eos",
-    ])
-    .await;
+    let (r, _) = bench_closed(&url, 1, 2, 12, &["--ignore-eos"]).await;
     assert!(r.levels[0]
         .requests
         .iter()
@@ -342,19 +240,7 @@ async fn bench_judges_answers_as_run_does_a_repeated_word_is_degenerate() {
     cfg.degenerate_after = Some(0);
     let sim = start_sim(cfg).await;
     let url = sim.url();
-    let (r, ok) = bench(&[
-        "--url",
-        &url,
-        "--concurrency",
-        "2",
-        "--num-requests",
-        "4",
-        "--input-len",
-        "32",
-        "--output-len",
-        "32",
-    ])
-    .await;
+    let (r, ok) = bench_closed(&url, 2, 4, 32, &["--input-len", "32"]).await;
     assert!(!ok, "a degenerate level is not a believable one");
     let l = &r.levels[0];
     assert_eq!((l.completed, l.failed), (4, 0));

@@ -177,6 +177,34 @@ pub async fn bench(args: &[&str]) -> (BenchResult, bool) {
     (serde_json::from_slice(&bytes).unwrap(), all_ok)
 }
 
+/// `servebench bench` at a fixed concurrency against `url`: `requests`
+/// requests of `output_len` tokens each, then the `extra` flags.
+pub async fn bench_closed(
+    url: &str,
+    concurrency: u32,
+    requests: u32,
+    output_len: u32,
+    extra: &[&str],
+) -> (BenchResult, bool) {
+    let (c, n, o) = (
+        concurrency.to_string(),
+        requests.to_string(),
+        output_len.to_string(),
+    );
+    let mut args = vec![
+        "--url",
+        url,
+        "--concurrency",
+        &c,
+        "--num-requests",
+        &n,
+        "--output-len",
+        &o,
+    ];
+    args.extend_from_slice(extra);
+    bench(&args).await
+}
+
 /// Read the raw JSON of a bench run (for schema checks).
 pub async fn bench_json(args: &[&str]) -> serde_json::Value {
     let (r, _) = bench(args).await;

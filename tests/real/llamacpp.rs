@@ -1,7 +1,7 @@
 //! `servebench bench` against the real llama.cpp server with the real
 //! SmolLM2-135M model (installed by scripts/setup-test-env.sh).
 
-use crate::common::{bench, real_engine_turn_async, start_llama};
+use crate::common::{bench_closed, real_engine_turn_async, start_llama};
 use servebench::failure::FailureClass;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -11,20 +11,7 @@ async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
     let server = start_llama(&["-c", "1024", "-np", "2"]);
     let url = server.url();
 
-    let (r, ok) = bench(&[
-        "--url",
-        &url,
-        "--concurrency",
-        "2",
-        "--num-requests",
-        "4",
-        "--input-len",
-        "40",
-        "--output-len",
-        "16",
-        "--ignore-eos",
-    ])
-    .await;
+    let (r, ok) = bench_closed(&url, 2, 4, 16, &["--input-len", "40", "--ignore-eos"]).await;
     assert!(ok, "{:?}", r.levels[0].failures_by_class);
     let l = &r.levels[0];
     assert_eq!(l.completed, 4);
@@ -43,20 +30,7 @@ async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
     assert!(l.output_throughput_tok_s > 0.0);
 
     // Chat: the role-only first chunk must not count as the first token.
-    let (r, ok) = bench(&[
-        "--url",
-        &url,
-        "--api",
-        "chat",
-        "--concurrency",
-        "1",
-        "--num-requests",
-        "2",
-        "--output-len",
-        "8",
-        "--ignore-eos",
-    ])
-    .await;
+    let (r, ok) = bench_closed(&url, 1, 2, 8, &["--api", "chat", "--ignore-eos"]).await;
     assert!(ok);
     for req in &r.levels[0].requests {
         assert_eq!(req.chunks.len(), 8);
@@ -64,19 +38,7 @@ async fn real_llamacpp_streams_exact_lengths_and_classifies_overflow() {
     }
 
     // 1000 words are well over a 512-token slot.
-    let (r, ok) = bench(&[
-        "--url",
-        &url,
-        "--concurrency",
-        "1",
-        "--num-requests",
-        "2",
-        "--input-len",
-        "1000",
-        "--output-len",
-        "8",
-    ])
-    .await;
+    let (r, ok) = bench_closed(&url, 1, 2, 8, &["--input-len", "1000"]).await;
     assert!(!ok);
     let l = &r.levels[0];
     assert_eq!(
@@ -114,19 +76,13 @@ async fn killed_llamacpp_mid_run_yields_connection_or_protocol_failures() {
         );
         drop(server.take());
     });
-    let (r, ok) = bench(&[
-        "--url",
+    let (r, ok) = bench_closed(
         &url,
-        "--concurrency",
-        "1",
-        "--num-requests",
-        "6",
-        "--output-len",
-        "200",
-        "--ignore-eos",
-        "--request-timeout",
-        "20s",
-    ])
+        1,
+        6,
+        200,
+        &["--ignore-eos", "--request-timeout", "20s"],
+    )
     .await;
     killer.await.unwrap();
     assert!(!ok);

@@ -2,7 +2,7 @@
 //! by the server's own count, multi-turn sessions that hit its prefix cache,
 //! and a trace slice replayed at its scaled lengths.
 
-use crate::common::{bench, real_engine_turn_async, start_llama, trace_fixture};
+use crate::common::{bench, bench_closed, real_engine_turn_async, start_llama, trace_fixture};
 use crate::workloads::scaled_mooncake;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -12,22 +12,20 @@ async fn exact_3000_token_prompts_on_real_llamacpp_completions_and_chat() {
     let url = server.url();
     // Counted by the server's own /tokenize, corrected for what it adds around a prompt.
     for api in ["completions", "chat"] {
-        let (r, ok) = bench(&[
-            "--url",
+        let (r, ok) = bench_closed(
             &url,
-            "--api",
-            api,
-            "--concurrency",
-            "1",
-            "--num-requests",
-            "1",
-            "--input-len",
-            "3000",
-            "--output-len",
-            "1",
-            "--request-timeout",
-            "180s",
-        ])
+            1,
+            1,
+            1,
+            &[
+                "--api",
+                api,
+                "--input-len",
+                "3000",
+                "--request-timeout",
+                "180s",
+            ],
+        )
         .await;
         assert!(ok, "{api}: {:?}", r.levels[0].failures_by_class);
         let l = &r.levels[0];
@@ -49,22 +47,20 @@ async fn exact_3000_token_prompts_on_real_llamacpp_completions_and_chat() {
     // The same with the model's tokenizer.json generated from the GGUF.
     let tokenizer =
         std::env::var("SERVEBENCH_TOKENIZER_JSON").expect("run through scripts/test.sh");
-    let (r, ok) = bench(&[
-        "--url",
+    let (r, ok) = bench_closed(
         &url,
-        "--concurrency",
-        "1",
-        "--num-requests",
-        "1",
-        "--input-len",
-        "3000",
-        "--output-len",
-        "1",
-        "--tokenizer",
-        &tokenizer,
-        "--request-timeout",
-        "180s",
-    ])
+        1,
+        1,
+        1,
+        &[
+            "--input-len",
+            "3000",
+            "--tokenizer",
+            &tokenizer,
+            "--request-timeout",
+            "180s",
+        ],
+    )
     .await;
     assert!(ok);
     let l = &r.levels[0];
@@ -81,23 +77,21 @@ async fn calculator_sessions_on_real_llamacpp_grow_context_and_hit_the_prefix_ca
     let _turn = real_engine_turn_async().await;
     let server = start_llama(&["-c", "4096", "-np", "1"]);
     let url = server.url();
-    let (r, ok) = bench(&[
-        "--url",
+    let (r, ok) = bench_closed(
         &url,
-        "--api",
-        "chat",
-        "--scenario",
-        "calculator",
-        "--concurrency",
-        "1",
-        "--num-requests",
-        "1",
-        "--output-len",
-        "16",
-        "--ignore-eos",
-        "--request-timeout",
-        "120s",
-    ])
+        1,
+        1,
+        16,
+        &[
+            "--api",
+            "chat",
+            "--scenario",
+            "calculator",
+            "--ignore-eos",
+            "--request-timeout",
+            "120s",
+        ],
+    )
     .await;
     assert!(ok, "{:?}", r.levels[0].failures_by_class);
     let reqs = &r.levels[0].requests;
