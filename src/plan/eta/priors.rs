@@ -154,9 +154,9 @@ pub struct Facts {
     pub max_running: Option<u64>,
 }
 
-/// Start-up prior, s, from the engine's [`crate::engine::Lifecycle`]: sim and llama.cpp
-/// start in about a second, vLLM and SGLang in about a minute on a GPU plus
-/// weight loading, more with TP.
+/// Start-up prior, s, from the engine's [`crate::engine::Lifecycle`]: sim
+/// and llama.cpp start in about a second, vLLM and SGLang in about a minute
+/// on a GPU plus weight loading, more with TP.
 ///
 /// `cpu`: the server runs on this CPU, where start-up is imports and
 /// initialisation, CPU work: the reference machine's figure divided by its
@@ -187,8 +187,8 @@ pub fn startup_prior_s(
     };
     if let Some(rate) = life.load_gb_per_s {
         prior += gb / rate;
-        prior += life.startup_s_per_extra_rank * extra_ranks;
     }
+    prior += life.startup_s_per_extra_rank * extra_ranks;
     match cpu {
         Some(cpu) if life.startup_is_cpu_work => prior / cpu.factor,
         _ => prior,
