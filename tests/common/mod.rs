@@ -248,53 +248,86 @@ impl Drop for LlamaServer {
 }
 
 /// Start `scripts/llama-server` with the test model and wait until healthy.
+///
+/// The port is free when picked but released before the server binds it, so
+/// another test's server may take it first: a health answer counts only when
+/// this server holds the listening socket, and a server that exits before
+/// then is started again on another port (up to three times).
 pub fn start_llama(extra: &[&str]) -> LlamaServer {
     let python = env_path("SERVEBENCH_PYTHON");
     let gguf = env_path("SERVEBENCH_TEST_GGUF");
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("llama.log");
-    let port = free_port();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
-    let mut child = Command::new(python)
-        .arg(script)
-        .args([
-            "-m",
-            gguf.to_str().unwrap(),
-            "--port",
-            &port.to_string(),
-            "-t",
-            "1",
-            "--metrics",
-        ])
-        .args(extra)
-        .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
-        .stderr(Stdio::from(
-            std::fs::File::options().append(true).open(&log).unwrap(),
-        ))
-        .spawn()
-        .expect("start scripts/llama-server");
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "llama-server exited with {status}: {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
+    for attempt in 1..=3 {
+        let port = free_port();
+        let mut child = Command::new(&python)
+            .arg(script)
+            .args([
+                "-m",
+                gguf.to_str().unwrap(),
+                "--port",
+                &port.to_string(),
+                "-t",
+                "1",
+                "--metrics",
+            ])
+            .args(extra)
+            .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .stderr(Stdio::from(
+                std::fs::File::options().append(true).open(&log).unwrap(),
+            ))
+            .spawn()
+            .expect("start scripts/llama-server");
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(
+                    attempt < 3,
+                    "llama-server exited with {status}: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+                break;
+            }
+            if health_ok(port) && listens_on(child.id(), port) {
+                return LlamaServer {
+                    port,
+                    child,
+                    _dir: dir,
+                };
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "llama-server not healthy after 60 s"
             );
+            std::thread::sleep(Duration::from_millis(100));
         }
-        if health_ok(port) {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "llama-server not healthy after 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
     }
-    LlamaServer {
-        port,
-        child,
-        _dir: dir,
-    }
+    unreachable!("the last attempt returns or panics")
+}
+
+/// Whether process `pid` holds the socket listening on 127.0.0.1:`port`
+/// (`/proc/net/tcp` names the socket's inode, `/proc/PID/fd` its holders).
+fn listens_on(pid: u32, port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let port = format!(":{port:04X}");
+    let sockets: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // Fields: sl, local address, remote address, state (0A: listen), …, inode.
+            (f.get(1).is_some_and(|a| a.ends_with(&port)) && f.get(3) == Some(&"0A"))
+                .then(|| format!("socket:[{}]", f.get(9).unwrap_or(&"")))
+        })
+        .collect();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|target| sockets.iter().any(|s| target.as_os_str() == s.as_str()))
+    })
 }
 
 /// GET `path` from 127.0.0.1:`port` with a blocking socket; the status line
