@@ -2162,6 +2162,74 @@ time_scale = 80
 }
 
 #[test]
+fn a_trace_at_two_time_scales_on_one_launch_is_served_from_cache_only_as_its_own_ids_predict() {
+    // One launch of a simulated engine with a 16-token prefix cache and
+    // room for everything: the second cell (x160) must not find the
+    // first cell's (x80) prompts in the cache, so each cell is served
+    // what its own block ids predict. Resending the first cell's prompts
+    // served the second one ~100 % from cache.
+    let dir = tempfile::tempdir().unwrap();
+    let text = sim_campaign(
+        "two-scales",
+        &[
+            "--prefix-cache-block",
+            "16",
+            "--kv-capacity-tokens",
+            "4194304",
+            "--decode-step-ms",
+            "1",
+            "--decode-step-per-seq-ms",
+            "0",
+            "--prefill-tok-s",
+            "0",
+        ],
+    ) + &format!(
+        r#"[[server]]
+id = "roomy"
+[[workload]]
+name = "conv"
+trace = "{}"
+num_requests = 200
+length_scale = 0.0625
+output_scale = 0.02
+max_context = 2048
+time_scale = [80, 160]
+"#,
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/traces/mooncake-conversation-400.jsonl"
+        )
+    );
+    let campaign = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("results/two-scales/report.json")).unwrap(),
+    )
+    .unwrap();
+    let rows = report["prefix_cache"].as_array().unwrap();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["cell_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["conv-trace-x80", "conv-trace-x160"], "{rows:?}");
+    for r in rows {
+        let (predicted, served) = (
+            r["predicted"].as_f64().unwrap(),
+            r["reported"].as_f64().unwrap(),
+        );
+        assert!(predicted > 0.05, "{r}");
+        assert!(
+            (predicted - served).abs() * 100.0 <= 5.0,
+            "served {served} against {predicted} predicted: {r}"
+        );
+        assert!(r["note"].is_null(), "{r}");
+    }
+    // Both cells replay the same requests: the same prediction.
+    assert_eq!(rows[0]["predicted"], rows[1]["predicted"]);
+}
+
+#[test]
 fn a_gpu_is_known_by_name_or_by_its_declared_bandwidth_and_the_plan_says_which() {
     let dir = tempfile::tempdir().unwrap();
     let model = concat!(

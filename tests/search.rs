@@ -327,13 +327,14 @@ max_repetitions = 4
     );
 }
 
-/// A trace of `n` requests, one every `gap_ms`, each 64 prompt tokens (a
-/// block of its own) and 5 output tokens.
-fn even_trace(path: &Path, n: u64, gap_ms: u64) {
+/// A trace of `n` requests, one every `gap_ms`, each `input_len` prompt
+/// tokens (a block of its own under the default 512-token block) and 5
+/// output tokens.
+fn even_trace(path: &Path, n: u64, gap_ms: u64, input_len: u64) {
     let rows: Vec<String> = (0..n)
         .map(|i| {
             format!(
-                "{{\"timestamp\": {}, \"input_length\": 64, \"output_length\": 5, \"hash_ids\": [{i}]}}",
+                "{{\"timestamp\": {}, \"input_length\": {input_len}, \"output_length\": 5, \"hash_ids\": [{i}]}}",
                 i * gap_ms
             )
         })
@@ -352,7 +353,7 @@ fn a_search_over_time_scale_finds_the_traffic_a_config_of_known_capacity_sustain
     // the one before, and by the 90th percentile of 24 requests the wait
     // alone is far past the bound.
     let dir = tempfile::tempdir().unwrap();
-    even_trace(&dir.path().join("even.jsonl"), 24, 500);
+    even_trace(&dir.path().join("even.jsonl"), 24, 500, 64);
     let text = sim_campaign(
         "s",
         &[
@@ -425,4 +426,63 @@ request_timeout = "60s"
         "--table",
     ]);
     assert!(table.contains("sustains 2× the trace's traffic"), "{table}");
+}
+
+#[test]
+fn a_time_scale_search_on_a_prefix_caching_server_is_bounded_by_the_prefill_each_probe_pays() {
+    // The trace sends 2 requests/s, evenly, each a 512-token prompt of its
+    // own (no reuse inside the trace). The server caches prefixes in
+    // 16-token blocks and prefills 2,560 tokens/s one request at a time:
+    // 200 ms a prompt, so it prefills at most 5 prompts/s, 2.5× the
+    // trace's rate (midway between the grid's 2 and 3). Each probe must
+    // pay that prefill: a probe served from an earlier probe's prompts
+    // prefills nothing and "sustains" the searched maximum.
+    let dir = tempfile::tempdir().unwrap();
+    even_trace(&dir.path().join("even.jsonl"), 24, 500, 512);
+    let text = sim_campaign(
+        "s",
+        &[
+            "--prefix-cache-block",
+            "16",
+            "--max-running-requests",
+            "1",
+            "--prefill-tok-s",
+            "2560",
+            "--decode-step-ms",
+            "1",
+            "--decode-step-per-seq-ms",
+            "0",
+        ],
+    ) + r#"[[server]]
+id = "prefill-bound"
+[[workload]]
+name = "replay"
+trace = "even.jsonl"
+search = { slo = "e2e_p90=600ms", over = "time_scale", min = 1, max = 8, step = 1 }
+[run]
+health_timeout = "30s"
+request_timeout = "60s"
+"#;
+    let c = dir.path().join("campaign.toml");
+    std::fs::write(&c, text).unwrap();
+    let (code, _, stderr) = run(&["run", c.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let stored = cells(&dir.path().join("results/s"));
+    assert!(stored.len() >= 2, "{stderr}");
+    // Every probe prefilled its own prompts: nothing of a 512-token
+    // prompt beyond what the server adds came from the cache.
+    for (name, cell) in &stored {
+        for q in cell["summary"]["requests"].as_array().unwrap() {
+            let cached = q["cached_tokens"].as_u64().unwrap_or(0);
+            assert!(cached < 16, "{name}: {cached} cached tokens in {q}");
+        }
+    }
+    let r = report(dir.path());
+    let row = &r["searches"][0];
+    assert_eq!(row["state"], "boundary", "{row}\n{stderr}");
+    let (pass, fail) = (
+        row["boundary"].as_f64().unwrap(),
+        row["first_fail"].as_f64().unwrap(),
+    );
+    assert_eq!((pass, fail), (2.0, 3.0), "{row}");
 }

@@ -510,7 +510,12 @@ async fn replay_source(
         .map(|r| Duration::from_secs_f64(r.offset_ms.max(0.0) / 1000.0))
         .collect();
     let (tx, rx) = std::sync::mpsc::sync_channel(REPLAY_AHEAD);
-    let (api, model, block) = (spec.api, spec.model.clone(), replay.block as usize);
+    let (api, model, block, salt) = (
+        spec.api,
+        spec.model.clone(),
+        replay.block as usize,
+        spec.seed,
+    );
     let limit = spec.count.unwrap_or(u64::MAX);
     // Ready once the first requests (as many as may wait) are built, so the
     // replay does not start by waiting for them.
@@ -522,7 +527,9 @@ async fn replay_source(
         + first;
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let build = move || {
-        let mut cache = BlockCache::default();
+        // Salted by the cell's seed: no block text of another cell (time
+        // scale, repetition, search probe) is sent again on this launch.
+        let mut cache = BlockCache::salted(salt);
         let first = first as usize;
         for (i, r) in replay
             .requests

@@ -148,9 +148,10 @@ pub fn rows(cells: &[&CellResult]) -> Vec<CacheRow> {
             distinct: p.prompt_tokens - p.reused_tokens,
             held,
         };
+        let salted = c.method_version >= SALTED_SINCE;
         row.note = row
             .measured()
-            .and_then(|m| gap_note(p.hit_rate, m, c.engine.kind, size));
+            .and_then(|m| gap_note(p.hit_rate, m, c.engine.kind, size, salted));
         out.push(row);
     }
     out
@@ -166,9 +167,21 @@ struct CacheSize {
     held: Option<u64>,
 }
 
+/// The measurement method since which a replay's block texts are drawn per
+/// cell ([`crate::store::identity::METHOD_VERSION`] 4): a cell stored
+/// before it may have resent an earlier cell's blocks on the same launch.
+const SALTED_SINCE: u32 = 4;
+
 /// What a gap of more than [`AGREEMENT_POINTS`] between the predicted and
-/// the measured hit rate means.
-fn gap_note(predicted: f64, measured: f64, engine: EngineKind, size: CacheSize) -> Option<String> {
+/// the measured hit rate means; `salted`: the cell's block texts were its
+/// own (no earlier cell on its launch sent them).
+fn gap_note(
+    predicted: f64,
+    measured: f64,
+    engine: EngineKind,
+    size: CacheSize,
+    salted: bool,
+) -> Option<String> {
     let gap = (measured - predicted) * 100.0;
     if gap.abs() <= AGREEMENT_POINTS {
         return None;
@@ -183,6 +196,8 @@ fn gap_note(predicted: f64, measured: f64, engine: EngineKind, size: CacheSize) 
             _ => "blocks were evicted before they were asked for again, or requests that arrived together each computed a block neither had cached yet".to_string(),
         };
         format!("{:.1} points below the prediction: the engine's cache held less than the trace reuses ({why})", -gap)
+    } else if !salted {
+        format!("{gap:.1} points above the prediction: measured before a replay's block texts were drawn per cell, so an earlier cell on the same launch (another time scale, repetition or probe) may have sent these very prompts; run it again to measure it on its own")
     } else {
         format!("{gap:.1} points above the prediction: prompts shared more than their block ids say (a common template, or text that tokenizes across block edges)")
     })
@@ -198,11 +213,11 @@ mod tests {
             distinct: 300_000,
             held: Some(8192),
         };
-        assert_eq!(gap_note(0.40, 0.43, EngineKind::Vllm, size), None);
-        let low = gap_note(0.40, 0.10, EngineKind::Llamacpp, size).unwrap();
+        assert_eq!(gap_note(0.40, 0.43, EngineKind::Vllm, size, true), None);
+        let low = gap_note(0.40, 0.10, EngineKind::Llamacpp, size, true).unwrap();
         assert!(low.starts_with("30.0 points below"), "{low}");
         assert!(low.contains("slot"), "{low}");
-        let evicted = gap_note(0.40, 0.20, EngineKind::Vllm, size).unwrap();
+        let evicted = gap_note(0.40, 0.20, EngineKind::Vllm, size, true).unwrap();
         assert!(
             evicted.contains(
                 "300000 distinct prompt tokens by its end; the engine's KV cache holds 8192"
@@ -214,9 +229,16 @@ mod tests {
             0.20,
             EngineKind::Vllm,
             CacheSize { held: None, ..size },
+            true,
         );
         assert!(unknown.unwrap().contains("evicted"));
-        let high = gap_note(0.10, 0.30, EngineKind::Sglang, size).unwrap();
+        let high = gap_note(0.10, 0.30, EngineKind::Sglang, size, true).unwrap();
         assert!(high.starts_with("20.0 points above"), "{high}");
+        assert!(high.contains("a common template"), "{high}");
+        // A cell stored before replays drew their blocks per cell: the
+        // likely cause is an earlier cell's prompts, and the note says so.
+        let old = gap_note(0.10, 0.95, EngineKind::Vllm, size, false).unwrap();
+        assert!(old.starts_with("85.0 points above"), "{old}");
+        assert!(old.contains("an earlier cell on the same launch"), "{old}");
     }
 }

@@ -16,7 +16,10 @@ use crate::campaign::{Campaign, ServerConfig, WorkloadPoint};
 /// 3: each cell draws from its seed mixed with its load
 /// (`runner::draw_seed`), so cells of one server at other loads no longer
 /// send the same prompts and hit the server's prefix cache.
-pub const METHOD_VERSION: u32 = 3;
+/// 4: a trace replay's block texts are salted by that seed too
+/// (`BlockCache::salted`), so a second time scale, repetition or search
+/// probe on one launch no longer resends the first one's prompts.
+pub const METHOD_VERSION: u32 = 4;
 
 #[derive(Serialize)]
 struct IdentityInput<'a> {

@@ -521,14 +521,30 @@ impl ExactPromptBuilder {
 /// The block texts of a replay, by (id, tokens): every prompt that names
 /// an id gets the same text. Bounded: past [`BlockCache::CAPACITY`] entries
 /// it starts afresh (texts are rebuilt, identical, when needed again).
+///
+/// The texts are salted: an id names one text under one salt and an
+/// unrelated text under any other. A replay salts with its cell's seed, so
+/// the blocks its requests share are shared only within the cell: the next
+/// cell on the same server (another time scale, repetition or search
+/// probe) sends text no cache has seen, while every server measured at
+/// that point gets the same text.
 #[derive(Debug, Default)]
 pub struct BlockCache {
+    salt: u64,
     blocks: std::collections::HashMap<(u64, usize), Arc<str>>,
 }
 
 impl BlockCache {
     /// Most block texts kept.
     pub const CAPACITY: usize = 1 << 16;
+
+    /// An empty cache whose texts are drawn under `salt`.
+    pub fn salted(salt: u64) -> Self {
+        Self {
+            salt,
+            blocks: Default::default(),
+        }
+    }
 
     fn get(
         &mut self,
@@ -542,7 +558,9 @@ impl BlockCache {
         if self.blocks.len() >= Self::CAPACITY {
             self.blocks.clear();
         }
-        let t = builder.filler_block(mix(id, 0x7ACE), len)?;
+        // For a fixed salt, distinct ids stay distinct seeds (the mix is a
+        // bijection of the id), so a cell shares exactly what its ids share.
+        let t = builder.filler_block(mix(id, 0x7ACE ^ self.salt), len)?;
         self.blocks.insert((id, len), t.clone());
         Ok(t)
     }
@@ -942,6 +960,33 @@ pub(crate) mod tests {
         assert!(d
             .text
             .ends_with(&*cache.get(&b, 5, 200 - 3 * block).unwrap()));
+        // Under another salt (another cell), the same ids share nothing
+        // past a few leading tokens with the first salt's prompts, and the
+        // new prompts share among themselves exactly what their ids share.
+        let mut other = BlockCache::salted(1);
+        let a2 = b
+            .build_blocks(&[7, 8, 100], block, 150, 0, &mut other)
+            .unwrap();
+        let c2 = b
+            .build_blocks(&[7, 8, u64::MAX, 5], block, 200, 1, &mut other)
+            .unwrap();
+        let lone2 = b.build_blocks(&[], block, 70, 3, &mut other).unwrap();
+        for (old, new) in [(&a, &a2), (&c, &c2), (&lone, &lone2)] {
+            assert_eq!(counter.count(&new.text).unwrap(), new.tokens);
+            let (to, tn) = (
+                counter.encode(&old.text).unwrap(),
+                counter.encode(&new.text).unwrap(),
+            );
+            let common = to.iter().zip(&tn).take_while(|(x, y)| x == y).count();
+            assert!(common < 8, "{common} leading tokens shared across salts");
+            for id in [7, 8, 100] {
+                assert!(!new.text.contains(&*cache.get(&b, id, block).unwrap()));
+            }
+        }
+        let ta2 = counter.encode(&a2.text).unwrap();
+        let tc2 = counter.encode(&c2.text).unwrap();
+        let shared2 = ta2.iter().zip(&tc2).take_while(|(x, y)| x == y).count();
+        assert!((2 * block..2 * block + 8).contains(&shared2), "{shared2}");
     }
 
     #[test]
