@@ -132,6 +132,7 @@ fn main() -> anyhow::Result<()> {
                 summary: (!failed).then_some(summary),
                 telemetry: None,
                 engine_build: None,
+                prefix_cache_reset: None,
                 definitions: BTreeMap::new(),
             })?;
         }

@@ -2230,6 +2230,96 @@ time_scale = [80, 160]
 }
 
 #[test]
+fn reset_prefix_cache_empties_the_cache_before_each_cell_and_each_cell_records_it() {
+    // A dataset of one prompt (its text the same in every cell) on a
+    // simulated engine with a 4-token prefix cache, one request at a time,
+    // two repetitions on one launch. Without the reset, the second
+    // repetition finds the first one's prompt cached from its first
+    // request on; with it, every cell's first request prefills in full.
+    let dir = tempfile::tempdir().unwrap();
+    let prompt = "Summarise the following notes about the quarterly review in three sentences: revenue grew, churn fell, hiring slowed, and the new region opened late but ahead of its budget.";
+    std::fs::write(
+        dir.path().join("one.jsonl"),
+        format!("{{\"prompt\": \"{prompt}\"}}\n"),
+    )
+    .unwrap();
+    let text = |reset: bool| {
+        sim_campaign(
+            "reset",
+            &[
+                "--prefix-cache-block",
+                "4",
+                "--decode-step-ms",
+                "1",
+                "--decode-step-per-seq-ms",
+                "0",
+                "--prefill-tok-s",
+                "0",
+            ],
+        ) + &format!(
+            r#"[[server]]
+id = "a"
+[[workload]]
+name = "same"
+dataset = "one.jsonl"
+output_len = 4
+concurrency = 1
+num_requests = 3
+[run]
+repetitions = 2
+server_warmup = 0
+reset_prefix_cache = {reset}
+"#
+        )
+    };
+    let first_cached = |reset: bool| {
+        let campaign = write_campaign(dir.path(), text(reset));
+        let (code, out, err) = run(&["run", campaign.to_str().unwrap()]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        let all = cells(&dir.path().join("results/reset"));
+        assert_eq!(all.len(), 2, "{:?}", all.keys().collect::<Vec<_>>());
+        let mut firsts = Vec::new();
+        for (name, c) in &all {
+            let reset_record = &c["prefix_cache_reset"];
+            if reset {
+                assert_eq!(reset_record["emptied"], true, "{name}: {reset_record}");
+                assert_eq!(reset_record["attempts"], 1, "{name}: {reset_record}");
+            } else {
+                assert!(reset_record.is_null(), "{name}: {reset_record}");
+            }
+            let reqs = c["summary"]["requests"].as_array().unwrap();
+            let first = reqs.iter().find(|r| r["index"] == 0).unwrap();
+            firsts.push(first["cached_tokens"].as_u64().unwrap());
+            // Later requests of a cell resend its prompt: cached either way.
+            assert!(reqs
+                .iter()
+                .any(|r| r["cached_tokens"].as_u64().unwrap() > 0));
+        }
+        firsts
+    };
+    // Without the reset, one of the two cells starts on a warm cache.
+    let warm = first_cached(false);
+    assert_eq!(warm.iter().filter(|&&t| t > 0).count(), 1, "{warm:?}");
+    // The setting is part of every cell's identity: turning it on measures
+    // both cells again, each from an empty cache.
+    let (_, plan, _) = run(&[
+        "plan",
+        write_campaign(dir.path(), text(true)).to_str().unwrap(),
+    ]);
+    assert_eq!(plan.matches("  stale\n").count(), 2, "{plan}");
+    let cold = first_cached(true);
+    assert_eq!(cold, [0, 0], "{cold:?}");
+    // An engine with no reset endpoint is refused where the setting is written.
+    let llama = text(true).replace("kind = \"sim\"", "kind = \"llamacpp\"");
+    let (code, _, err) = run(&["plan", write_campaign(dir.path(), llama).to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("reset_prefix_cache: llamacpp offers no endpoint"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_gpu_is_known_by_name_or_by_its_declared_bandwidth_and_the_plan_says_which() {
     let dir = tempfile::tempdir().unwrap();
     let model = concat!(

@@ -187,6 +187,7 @@ fn cell(
         summary,
         telemetry: None,
         engine_build: None,
+        prefix_cache_reset: None,
         definitions: BTreeMap::new(),
     }
 }

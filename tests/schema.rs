@@ -257,8 +257,13 @@ fn trace_replay_cells_and_report_validate() {
     assert_eq!(cells.len(), 4);
     for (name, c) in &cells {
         assert_eq!(errors(&cell_v, c), Vec::<String>::new(), "{name}");
+        // The example empties the cache before each cell and says so.
+        assert_eq!(c["prefix_cache_reset"]["emptied"], true, "{name}");
     }
     let (_, c) = cells.iter().next().unwrap();
+    rejects(&cell_v, c, "a cache reset of no attempt", |c| {
+        c["prefix_cache_reset"]["attempts"] = 0.into();
+    });
     rejects(&cell_v, c, "a trace without its digest", |c| {
         c["workload"]["source"]
             .as_object_mut()

@@ -423,6 +423,11 @@ pub struct RawRun {
     /// After a crash, restart the server once and retry the remaining cells (default false).
     #[serde(default)]
     pub retry_after_crash: Option<bool>,
+    /// Empty the engine's prefix cache before each cell (vLLM `POST
+    /// /reset_prefix_cache`, SGLang `/flush_cache`), so no cell is served
+    /// from text an earlier cell sent (default false).
+    #[serde(default)]
+    pub reset_prefix_cache: Option<Spanned<bool>>,
     /// Write the report files into the results directory at the end of `run` (default true).
     #[serde(default)]
     pub report: Option<bool>,

@@ -129,12 +129,28 @@ impl Endpoint {
 
     /// GET a path on the endpoint and return status and body (for discovery and health).
     pub async fn get(&self, path: &str, timeout: Duration) -> Result<(u16, Bytes), Failure> {
+        self.exchange(hyper::Method::GET, path, timeout).await
+    }
+
+    /// POST an empty body to a path (an engine's control endpoint) and
+    /// return status and body.
+    pub async fn post_empty(&self, path: &str, timeout: Duration) -> Result<(u16, Bytes), Failure> {
+        self.exchange(hyper::Method::POST, path, timeout).await
+    }
+
+    async fn exchange(
+        &self,
+        method: hyper::Method,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<(u16, Bytes), Failure> {
         let uri: Uri = format!("{}{}", self.base, path)
             .parse()
             .map_err(|e| Failure::new(FailureClass::Connection, format!("bad URL: {e}")))?;
         let fut = async {
             let make = || {
                 let mut req = Request::new(Full::new(Bytes::new()));
+                *req.method_mut() = method.clone();
                 *req.uri_mut() = uri.clone();
                 req
             };

@@ -121,6 +121,21 @@ impl EngineKind {
         }
     }
 
+    /// How this engine empties its prefix cache on request, when it can.
+    pub fn prefix_cache_reset(self) -> Option<PrefixCacheReset> {
+        match self {
+            EngineKind::Vllm => Some(vllm::PREFIX_CACHE_RESET),
+            EngineKind::Sglang => Some(sglang::PREFIX_CACHE_RESET),
+            EngineKind::Sim => Some(PrefixCacheReset {
+                path: "/reset_prefix_cache",
+                enable_env: None,
+            }),
+            // llama.cpp keeps a prompt per slot and has no endpoint that
+            // empties them all; an external or command server is unknown.
+            EngineKind::Llamacpp | EngineKind::Openai | EngineKind::Command => None,
+        }
+    }
+
     /// The telemetry dialect for metrics and logs, when there is one.
     pub fn telemetry(self) -> Option<crate::telemetry::TelemetryEngine> {
         match self {
@@ -342,6 +357,18 @@ pub struct ServerSpec {
     pub extra_args: Vec<String>,
     /// Extra environment variables.
     pub env: BTreeMap<String, String>,
+}
+
+/// An engine's endpoint that empties its prefix cache: `POST` to `path`
+/// answers 200 when the cache was emptied (and, like vLLM's, may say
+/// `{"success": false}` while requests still hold blocks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrefixCacheReset {
+    /// The path, on the server's base URL.
+    pub path: &'static str,
+    /// An environment variable (and its value) the engine needs before it
+    /// serves the endpoint at all.
+    pub enable_env: Option<(&'static str, &'static str)>,
 }
 
 /// Why an engine cannot express a server config.

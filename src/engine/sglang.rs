@@ -16,6 +16,14 @@ use super::{
     PassThrough, ServerFlags, ServerSpec, SpecMethod, Speculative,
 };
 
+/// SGLang's prefix-cache reset: `/flush_cache` (GET or POST) empties the
+/// radix cache, 200 when done, 400 while requests run or wait
+/// (`sglang/srt/entrypoints/http_server.py`).
+pub const PREFIX_CACHE_RESET: super::PrefixCacheReset = super::PrefixCacheReset {
+    path: "/flush_cache",
+    enable_env: None,
+};
+
 /// SGLang's start and stop: a Python engine about 10 s quicker to come up
 /// than vLLM, weights read at about 1.5 GB/s, 10 s per extra rank; its
 /// scheduler and detokenizer processes stop like vLLM's engine core.

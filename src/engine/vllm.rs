@@ -33,6 +33,15 @@ pub const LIFECYCLE: Lifecycle = Lifecycle {
     stop_s: 0.8,
 };
 
+/// vLLM's prefix-cache reset: `POST /reset_prefix_cache`, answering
+/// `{"success": bool}` (false while running requests hold blocks); it is
+/// one of the development endpoints, served only with
+/// `VLLM_SERVER_DEV_MODE=1` (`vllm/entrypoints/serve/dev/cache/api_router.py`).
+pub const PREFIX_CACHE_RESET: super::PrefixCacheReset = super::PrefixCacheReset {
+    path: "/reset_prefix_cache",
+    enable_env: Some(("VLLM_SERVER_DEV_MODE", "1")),
+};
+
 /// This engine's names for the shared server settings.
 const FLAGS: ServerFlags = ServerFlags {
     tp: "--tensor-parallel-size",

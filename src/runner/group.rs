@@ -61,6 +61,8 @@ enum Served {
 
 /// A cell's load and what was read around it.
 struct Measurement {
+    /// The prefix-cache reset before the load, when the campaign asks for one.
+    reset: Option<crate::store::CacheReset>,
     /// The load's summary, or why it could not run.
     summary: Result<LevelSummary, String>,
     /// Engine metrics before and after, GPU samples and the notes on them.
@@ -283,6 +285,7 @@ impl<'a> GroupRun<'a> {
             *next += 1;
             if let Some(status) = crashed(running, &m.summary).await {
                 // What was sent and what came back before the server died.
+                r.prefix_cache_reset = m.reset;
                 r.summary = m.summary.ok();
                 self.on_crash(running, r, &cell, &status).await?;
                 return Ok(Served::Crashed(*next - 1));
@@ -341,6 +344,7 @@ impl<'a> GroupRun<'a> {
             Ok(ep) => ep,
             Err(e) => {
                 return Measurement {
+                    reset: None,
                     summary: Err(e.to_string()),
                     telemetry: Telemetry {
                         before: Err(e.to_string()),
@@ -352,6 +356,29 @@ impl<'a> GroupRun<'a> {
                 }
             }
         };
+        // Emptied before the counters are read, so the cell's counter
+        // deltas cover its own requests on a cold cache.
+        let reset = match c.run.reset_prefix_cache {
+            true => super::server::reset_prefix_cache(&ep, c.engine.kind).await,
+            false => None,
+        };
+        if let Some(r) = reset.as_ref().filter(|r| !r.emptied) {
+            let why = format!(
+                "not measured: the engine's prefix cache could not be emptied before the cell (reset_prefix_cache; {} after {} attempts)",
+                r.detail, r.attempts
+            );
+            return Measurement {
+                reset,
+                summary: Err(why.clone()),
+                telemetry: Telemetry {
+                    before: Err(why.clone()),
+                    after: Err(why),
+                    lag_note: None,
+                    gpus: Vec::new(),
+                    gpu_note: None,
+                },
+            };
+        }
         let before = telemetry::scrape(&ep, c.engine.kind).await;
         let sampler = telemetry::GpuSampler::start(&running.run.gpus);
         let expect = (
@@ -378,6 +405,7 @@ impl<'a> GroupRun<'a> {
             telemetry::scrape_settled(&ep, c.engine.kind, &before, want, telemetry::Settle::RUNNER)
                 .await;
         Measurement {
+            reset,
             summary,
             telemetry: Telemetry {
                 before,
@@ -391,12 +419,19 @@ impl<'a> GroupRun<'a> {
 
     /// Give a measured cell its status, evidence and telemetry.
     fn judge(&self, r: &mut CellResult, m: Measurement, log_text: &str) {
+        r.prefix_cache_reset = m.reset;
         let t = m.telemetry;
         let summary = match m.summary {
             Ok(s) => s,
             Err(e) => {
                 r.status = CellStatus::Failed;
-                r.failure = Some(Failure::new(FailureClass::Workload, e));
+                // A cache that could not be emptied is the engine's refusal.
+                let reset_refused = r.prefix_cache_reset.as_ref().is_some_and(|x| !x.emptied);
+                let class = match reset_refused {
+                    true => FailureClass::HttpError,
+                    false => FailureClass::Workload,
+                };
+                r.failure = Some(Failure::new(class, e));
                 return;
             }
         };

@@ -249,6 +249,7 @@ pub(crate) fn base_result(c: &Campaign, g: &ServerGroup, cell: &PlannedCell) -> 
         summary: None,
         telemetry: None,
         engine_build: g.engine_build.clone(),
+        prefix_cache_reset: None,
         definitions: crate::metrics::definitions()
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -13,7 +13,7 @@ use crate::engine::EngineKind;
 use crate::failure::{Failure, FailureClass};
 use crate::launcher::{wait_healthy, ServerHandle};
 use crate::plan::ServerGroup;
-use crate::store::{ServerRun, Store};
+use crate::store::{CacheReset, ServerRun, Store};
 use crate::util::shell::shell_words;
 use crate::util::units::now_rfc3339;
 
@@ -239,4 +239,59 @@ pub(super) async fn wait_for_exit(server: &mut ServerHandle, limit: Duration) ->
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Most requests to empty a prefix cache before a cell: the engine refuses
+/// while requests still hold blocks (the last cell's, finishing).
+const RESET_ATTEMPTS: u32 = 20;
+
+/// Empty the prefix cache of `engine` at `ep`, retrying while it refuses
+/// (vLLM answers `{"success": false}`, SGLang 400, while requests hold
+/// blocks); `None` when the engine has no such endpoint.
+pub async fn reset_prefix_cache(ep: &Endpoint, engine: EngineKind) -> Option<CacheReset> {
+    let path = engine.prefix_cache_reset()?.path;
+    let mut last = String::new();
+    for attempt in 1..=RESET_ATTEMPTS {
+        match ep.post_empty(path, Duration::from_secs(30)).await {
+            Ok((200, body)) if !refused(&body) => {
+                return Some(CacheReset {
+                    emptied: true,
+                    attempts: attempt,
+                    detail: format!("POST {path}: HTTP 200"),
+                })
+            }
+            Ok((status, body)) => {
+                let text = String::from_utf8_lossy(&body);
+                last = format!(
+                    "HTTP {status} {}",
+                    text.trim().chars().take(200).collect::<String>()
+                );
+            }
+            // Not there at all: no retry will change that.
+            Err(f) if f.class == FailureClass::Connection => {
+                last = f.detail;
+                return Some(CacheReset {
+                    emptied: false,
+                    attempts: attempt,
+                    detail: format!("POST {path}: {last}"),
+                });
+            }
+            Err(f) => last = f.detail,
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Some(CacheReset {
+        emptied: false,
+        attempts: RESET_ATTEMPTS,
+        detail: format!("POST {path}: {last}"),
+    })
+}
+
+/// Whether a 200 answer still says the reset did not happen (vLLM's
+/// `{"success": false}`).
+fn refused(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("success").and_then(|s| s.as_bool()))
+        == Some(false)
 }

@@ -284,6 +284,7 @@ pub async fn serve(
         .route("/v1/models", get(models))
         .route("/metrics", get(metrics))
         .route("/tokenize", post(tokenize))
+        .route("/reset_prefix_cache", post(reset_prefix_cache))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
         .layer(axum::middleware::from_fn_with_state(
@@ -407,6 +408,22 @@ async fn tokenize(State(s): State<Arc<Shared>>, Json(req): Json<TokenizeRequest>
         "tokens": tokens,
     }))
     .into_response()
+}
+
+/// Empty the prefix cache, answering as vLLM does: `{"success": false}`
+/// while requests run or wait (they hold blocks), else `true`.
+async fn reset_prefix_cache(State(s): State<Arc<Shared>>) -> Response {
+    let busy = s.counters.running.load(Ordering::Relaxed) > 0
+        || s.counters.waiting.load(Ordering::Relaxed) > 0;
+    if !busy {
+        if let Some(c) = &s.prefix_cache {
+            c.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+        if s.cfg.log {
+            eprintln!("sim: prefix cache reset");
+        }
+    }
+    Json(serde_json::json!({ "success": !busy })).into_response()
 }
 
 async fn metrics(State(s): State<Arc<Shared>>) -> Response {

@@ -24,6 +24,11 @@ impl PrefixCache {
         }
     }
 
+    /// Forget every cached block, as an engine's cache reset does.
+    pub fn clear(&mut self) {
+        self.last_used.clear();
+    }
+
     /// Keys of the prompt's whole blocks, each naming its prefix.
     pub fn keys(&self, words: &[&str]) -> Vec<u64> {
         let mut key = 0xcbf2_9ce4_8422_2325u64;

@@ -30,6 +30,10 @@ struct IdentityInput<'a> {
     model_config_digest: Option<&'a str>,
     server: serde_json::Value,
     workload: &'a WorkloadPoint,
+    /// Whether the engine's prefix cache is emptied before the cell; left
+    /// out when not, so campaigns without it keep their identities.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    prefix_cache_reset: bool,
 }
 
 /// The identity of one cell (the model's config digest as read when the
@@ -53,6 +57,7 @@ pub fn cell_identity(c: &Campaign, server: &ServerConfig, workload: &WorkloadPoi
         model_config_digest: model.config_digest.as_deref(),
         server: server_value,
         workload,
+        prefix_cache_reset: c.run.reset_prefix_cache,
     };
     let value = serde_json::to_value(&input).expect("identity input serializes");
     let mut canonical = String::new();

@@ -114,6 +114,17 @@ pub struct ServerRun {
     pub concurrent_with: Vec<String>,
 }
 
+/// The engine's prefix cache emptied before a cell (`[run] reset_prefix_cache`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheReset {
+    /// Whether the engine said its cache was emptied.
+    pub emptied: bool,
+    /// Requests made (the engine refuses while requests hold blocks).
+    pub attempts: u32,
+    /// The endpoint and the engine's last answer.
+    pub detail: String,
+}
+
 /// One stored cell result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellResult {
@@ -159,6 +170,9 @@ pub struct CellResult {
     /// The engine build the cell was measured on, when it could be found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_build: Option<crate::engine::version::EngineBuild>,
+    /// The prefix-cache reset before the cell, when the campaign asks for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_reset: Option<CacheReset>,
     /// One sentence per metric.
     pub definitions: BTreeMap<String, String>,
 }

@@ -23,7 +23,8 @@ fn env(var: &str) -> String {
 
 /// Two servers (autoregressive, n-gram speculation), prompt kinds at
 /// concurrency 1 and 2, an exact-length workload, a trace's first requests
-/// (its blocks scaled to the CPU build's 128-token cache blocks) and a
+/// replayed one at a time at two time scales on one launch (its blocks
+/// scaled to the CPU build's 128-token cache blocks) and a
 /// prompt longer than the context. The context limit is passed as a raw flag so that the plan,
 /// which cannot see it, lets the over-long cell reach the server.
 fn campaign(dir: &Path, marker: &str) -> PathBuf {
@@ -74,7 +75,8 @@ num_requests = 8
 length_scale = 0.25
 output_scale = 0.02
 max_context = 2000
-concurrency = 1
+time_scale = [1, 2]
+max_concurrency = 1
 [[workload]]
 name = "overflow"
 input_len = 2100
@@ -139,7 +141,7 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
     assert_eq!(code, 3, "{stdout}\n{stderr}");
     assert!(marked(&marker).is_empty(), "a server outlived the campaign");
     let all = cells(&root);
-    assert_eq!(all.len(), 12, "{:?}", all.keys().collect::<Vec<_>>());
+    assert_eq!(all.len(), 14, "{:?}", all.keys().collect::<Vec<_>>());
     // Greedy n-gram speculation is meant to be lossless: its answers are
     // judged against the AR server's. Measured: 8 of 8 identical over the
     // c1 and c2 cells, and on another run 6 of 8 (two answers of one
@@ -186,26 +188,35 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
     }
     // The trace's prefix reuse, predicted from its block ids for vLLM's
     // 128-token blocks, beside what vLLM served: per request (usage) and in
-    // its own counters (prefix_cache_hits over prefix_cache_queries).
+    // its own counters (prefix_cache_hits over prefix_cache_queries). Both
+    // time scales of one launch agree with the prediction: the second does
+    // not find the first one's prompts in the cache.
     for server in ["ar", "ngram"] {
-        let row = report["prefix_cache"]
+        let rows: Vec<&serde_json::Value> = report["prefix_cache"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|r| r["server_id"] == server)
-            .unwrap_or_else(|| panic!("{}", report["prefix_cache"]));
-        eprintln!("{server}: {row}");
-        assert_eq!(row["cache_block"], 128, "{row}");
-        let predicted = row["predicted"].as_f64().unwrap();
-        let reported = row["reported"].as_f64().unwrap();
-        let counters = row["engine_counters"].as_f64().unwrap();
-        assert!(predicted > 0.0 && reported > 0.0 && counters > 0.0, "{row}");
-        assert!(
-            (predicted - reported).abs() * 100.0
-                <= servebench::report::prefix_cache::AGREEMENT_POINTS,
-            "{row}"
-        );
-        assert!(row["note"].is_null(), "{row}");
+            .filter(|r| r["server_id"] == server)
+            .collect();
+        let names: Vec<&str> = rows
+            .iter()
+            .map(|r| r["cell_name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["trace-trace-x1", "trace-trace-x2"], "{server}");
+        for row in rows {
+            eprintln!("{server}: {row}");
+            assert_eq!(row["cache_block"], 128, "{row}");
+            let predicted = row["predicted"].as_f64().unwrap();
+            let reported = row["reported"].as_f64().unwrap();
+            let counters = row["engine_counters"].as_f64().unwrap();
+            assert!(predicted > 0.0 && reported > 0.0 && counters > 0.0, "{row}");
+            assert!(
+                (predicted - reported).abs() * 100.0
+                    <= servebench::report::prefix_cache::AGREEMENT_POINTS,
+                "{row}"
+            );
+            assert!(row["note"].is_null(), "{row}");
+        }
     }
     for server in ["ar", "ngram"] {
         assert_eq!(
@@ -239,7 +250,9 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
         assert!(run.get("warmup_error").is_none(), "{name}: {run}");
         let reqs = c["summary"]["requests"].as_array().unwrap();
         if cell.starts_with("trace") {
-            // Its own lengths, checked above through the prefix reuse.
+            // Its own lengths, checked above through the prefix reuse;
+            // nothing emptied the cache between cells.
+            assert!(c["prefix_cache_reset"].is_null(), "{name}");
             assert_eq!(reqs.len(), 8, "{name}");
             assert!(reqs.iter().all(|r| r["status"] == "ok"), "{name}");
             continue;
@@ -371,6 +384,108 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
         || marked(&kill_marker).is_empty(),
     );
     assert!(pids_with(&kill_marker).is_empty());
+}
+
+#[test]
+fn real_vllm_reset_prefix_cache_before_each_cell_shows_in_its_own_counters() {
+    // One prompt of about 600 tokens (four of the CPU build's 128-token
+    // blocks and a part), sent twice a cell, two repetitions on one launch.
+    // Without a reset, the second repetition's first request would find
+    // the prompt cached; with `reset_prefix_cache`, every cell starts on
+    // an empty cache: its first request is served nothing from the cache,
+    // and vLLM's own counters over the cell (prefix_cache_hits over
+    // prefix_cache_queries) show only the second request's hit.
+    let _turn = real_engine_turn();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("vllm-reset-{}", std::process::id());
+    let sentence = "The harbour office logs each ship, its cargo, its crew and the hour it docked, then files the sheet by berth number. ";
+    std::fs::write(
+        dir.path().join("one.jsonl"),
+        format!("{{\"prompt\": \"{}\"}}\n", sentence.repeat(24)),
+    )
+    .unwrap();
+    let text = format!(
+        r#"
+[campaign]
+name = "vllm-reset"
+results_dir = "results"
+[model]
+path = "{model}"
+name = "smollm2-135m"
+[engine]
+kind = "vllm"
+executable = ["{bin}", "serve"]
+args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--enforce-eager"]
+env = {{ VLLM_CPU_KVCACHE_SPACE = "1", HF_HUB_OFFLINE = "1", SERVEBENCH_TEST_TAG = "{marker}" }}
+[[server]]
+id = "ar"
+[[workload]]
+name = "same"
+dataset = "one.jsonl"
+output_len = 4
+concurrency = 1
+num_requests = 2
+[run]
+repetitions = 2
+reset_prefix_cache = true
+health_timeout = "600s"
+request_timeout = "120s"
+grace_period = "10s"
+"#,
+        model = env("SERVEBENCH_VLLM_MODEL"),
+        bin = env("SERVEBENCH_VLLM_BIN"),
+    );
+    let file = dir.path().join("campaign.toml");
+    std::fs::write(&file, text).unwrap();
+    let (code, stdout, stderr) = run(&["run", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(marked(&marker).is_empty(), "a server outlived the campaign");
+    let root = dir.path().join("results/vllm-reset");
+    let all = cells(&root);
+    assert_eq!(all.len(), 2, "{:?}", all.keys().collect::<Vec<_>>());
+    let mut rates = Vec::new();
+    for (name, c) in &all {
+        assert_eq!(c["status"], "ok", "{name}: {}", c["failure"]);
+        // The endpoint is served only in vLLM's development mode, which the
+        // setting turns on in the server's environment.
+        assert_eq!(c["server"]["env"]["VLLM_SERVER_DEV_MODE"], "1", "{name}");
+        assert_eq!(
+            c["prefix_cache_reset"]["emptied"], true,
+            "{name}: {}",
+            c["prefix_cache_reset"]
+        );
+        let reqs = c["summary"]["requests"].as_array().unwrap();
+        let cached = |i: u64| {
+            reqs.iter().find(|r| r["index"] == i).unwrap()["cached_tokens"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{name}: no cached tokens reported"))
+        };
+        let prompt = reqs[0]["input_tokens"].as_u64().unwrap();
+        assert!(prompt > 4 * 128, "{name}: {prompt} prompt tokens");
+        assert_eq!(
+            cached(0),
+            0,
+            "{name}: the first request found the cache warm"
+        );
+        assert_eq!(cached(1), (prompt - 1) / 128 * 128, "{name}");
+        let m = &c["telemetry"]["metrics"];
+        let (hits, queries) = (
+            m["prefix_cache_hits"].as_f64().unwrap(),
+            m["prefix_cache_queries"].as_f64().unwrap(),
+        );
+        // Two prompts queried; only the second one's whole blocks hit.
+        assert!((queries - 2.0 * prompt as f64).abs() <= 2.0, "{name}: {m}");
+        assert_eq!(hits, cached(1) as f64, "{name}: {m}");
+        rates.push(hits / queries);
+    }
+    // Both repetitions, one after the other on the same launch, alike.
+    assert!((rates[0] - rates[1]).abs() < 1e-9, "{rates:?}");
+    let log = std::fs::read_to_string(root.join("logs/ar.log")).unwrap();
+    assert!(
+        log.matches("Resetting prefix cache").count() >= 2,
+        "vLLM's log shows no reset per cell"
+    );
+    assert_eq!(launches(&root.join("logs/ar.log")), 1);
 }
 
 #[test]

@@ -153,6 +153,9 @@ pub struct RunSettings {
     pub retry_after_crash: bool,
     /// Stop searching a config once it cannot beat the best one found so far.
     pub stop_losers: bool,
+    /// Empty the engine's prefix cache before each cell.
+    #[serde(default)]
+    pub reset_prefix_cache: bool,
     /// Write the report files at the end of `run`.
     pub report: bool,
 }
@@ -321,9 +324,20 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
 
     let hardware = hardware(&raw, src)?;
 
-    let servers = servers::expand_servers(&raw, src)?;
+    let mut servers = servers::expand_servers(&raw, src)?;
 
     let run = run_settings(&raw, src, engine.kind)?;
+    if run.reset_prefix_cache {
+        if let Some((var, value)) = engine.kind.prefix_cache_reset().and_then(|r| r.enable_env) {
+            // The engine serves its reset endpoint only with this set; a
+            // value the campaign gives itself is left as it is.
+            for s in &mut servers {
+                s.env
+                    .entry(var.to_string())
+                    .or_insert_with(|| value.to_string());
+            }
+        }
+    }
     check_baseline(&raw, src, &servers)?;
 
     let (workloads, searches, scenarios) = workloads::expand_workloads(&raw, src, run.repetitions)?;
@@ -557,6 +571,18 @@ fn run_settings(
         },
         retry_after_crash: raw.run.retry_after_crash.unwrap_or(false),
         stop_losers: raw.run.stop_losers.unwrap_or(false),
+        reset_prefix_cache: match &raw.run.reset_prefix_cache {
+            Some(r) if *r.get_ref() && kind.prefix_cache_reset().is_none() => {
+                return Err(src.error(
+                    r,
+                    format!(
+                        "reset_prefix_cache: {kind} offers no endpoint that empties its prefix cache (vllm: POST /reset_prefix_cache, sglang: /flush_cache, sim: both)"
+                    ),
+                ))
+            }
+            Some(r) => *r.get_ref(),
+            None => false,
+        },
         report: raw.run.report.unwrap_or(true),
     })
 }
