@@ -414,7 +414,7 @@ async fn measure_overhead(
 /// Requests of a replay built ahead of their send time, at most: prompts
 /// of a long-context trace are large, so they are built as the replay
 /// goes, by a thread of their own, this many ahead.
-const REPLAY_AHEAD: usize = 512;
+pub const REPLAY_AHEAD: usize = 512;
 
 /// A trace's requests on the trace's schedule.
 struct ReplaySource {

@@ -357,8 +357,9 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             }
             let identity = cell_identity(c, s, w);
             let name = w.cell_name();
-            let (skip, warnings) =
+            let (skip, mut warnings) =
                 feasibility::check(c, s, w, &command, memory.as_ref(), model_info.as_ref());
+            warnings.extend(est.prompt_build.advice(w));
             let verdict = match skip {
                 Some(reason) => Verdict::Skip(reason),
                 None => match stored_verdict(index, &identity, &s.id, &name, opts) {
@@ -731,6 +732,13 @@ pub fn estimator(
         stop_s: eta::stop_prior_s(c.engine.kind),
         calibration: eta::Calibration::default(),
         scenarios: c.scenarios.clone(),
+        prompt_build: eta::PromptBuild {
+            counter: match c.model.tokenizer {
+                Some(_) => eta::PromptCounter::LocalTokenizer,
+                None => eta::PromptCounter::ServerTokenize(c.engine.kind),
+            },
+            cpu_factor: cpu.factor,
+        },
     };
     for s in &c.servers {
         let (speed, startup) = prior_for(c, s, model_info, cpu);

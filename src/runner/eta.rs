@@ -130,7 +130,10 @@ impl LiveEta {
                     m
                 };
                 est.calibration.observe(o);
-                est.calibration.observe_overhead(wall_s - load);
+                // Building the prompts has its own estimate.
+                let build = est.prompt_build.cell_s(&w);
+                est.calibration
+                    .observe_overhead((wall_s - load - build).max(0.0));
             }
         }
     }

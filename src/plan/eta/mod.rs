@@ -27,6 +27,7 @@ use serde::Serialize;
 use crate::campaign::{PromptSource, Scenarios, WorkloadPoint};
 use crate::load::schedule::LoadShape;
 
+mod build;
 mod calibration;
 mod priors;
 mod shapes;
@@ -34,6 +35,7 @@ mod spec;
 #[cfg(test)]
 mod tests;
 
+pub use build::{PromptBuild, PromptCounter};
 pub use calibration::{
     level_key, server_key, shape_key, Calibration, Observation, StartupObservation,
 };
@@ -193,13 +195,15 @@ pub struct Estimator {
     pub calibration: Calibration,
     /// The campaign's scenarios, for its session workloads' turns.
     pub scenarios: Scenarios,
+    /// servebench's own time to build prompts.
+    pub prompt_build: PromptBuild,
 }
 
 impl Estimator {
     /// Estimated wall time of one cell of `server`, s: its load time (prior ×
-    /// calibration) plus servebench's own overhead.
+    /// calibration) plus servebench's own overhead and prompt building.
     pub fn cell_s(&self, server: &str, w: &WorkloadPoint) -> f64 {
-        let overhead = self.calibration.overhead_s();
+        let overhead = self.calibration.overhead_s() + self.prompt_build.cell_s(w);
         let Some(speed) = self.speeds.get(server) else {
             return overhead;
         };

@@ -284,6 +284,10 @@ fn a_sim_crash_fault_ends_the_servers_cells() {
         stop_s: 0.05,
         calibration: Calibration::default(),
         scenarios: scenarios(),
+        prompt_build: PromptBuild {
+            counter: PromptCounter::ServerTokenize(EngineKind::Sim),
+            cpu_factor: 1.0,
+        },
     };
     e.speeds
         .insert("a".into(), sim_speed(&sim(&["--crash-after", "15"])));
