@@ -1740,7 +1740,9 @@ fn a_server_that_answers_arithmetic_wrong_at_the_same_speed_is_flagged_by_its_pa
     let both = "(baseline 6 of 6 on the same prompts, sign test p = 0.016), clearly worse: wrong_answers, not ranked";
     for l in [
         "`baseline`: the baseline: its answers are the reference; arithmetic: 6 of 6 answers pass their check; json-extraction: 6 of 6 answers pass their check".to_string(),
-        format!("arithmetic: 0 of 6 answers pass their check {both}; json-extraction: 0 of 6 answers pass their check {both}; 1 cells wrong_answers (not ranked)"),
+        format!("arithmetic: 0 of 6 answers pass their check {both} (first failures: checked-kinds-out64-c2 #"),
+        format!("json-extraction: 0 of 6 answers pass their check {both} (first failures: checked-kinds-out64-c2 #"),
+        "; 1 cells wrong_answers (not ranked)".to_string(),
     ] {
         assert!(out.contains(&l), "terminal lacks {l}:\n{out}");
         let md = std::fs::read_to_string(root.join("report.md")).unwrap();
@@ -1781,6 +1783,91 @@ fn a_server_that_answers_arithmetic_wrong_at_the_same_speed_is_flagged_by_its_pa
             .unwrap()
             .starts_with("arithmetic answers fail their check: 0 of 6 pass here, the baseline's 6 of 6 to the same prompts"),
         "{problem}"
+    );
+    for pick in report["slo_picks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(report["stream_picks"].as_array().unwrap())
+    {
+        assert_eq!(pick["best"]["server_id"], "baseline", "{pick}");
+        assert_eq!(pick["excluded"][0]["server_id"], "bad-math", "{pick}");
+    }
+}
+
+#[test]
+fn a_server_with_right_shapes_and_wrong_values_is_flagged_with_its_reasons_and_never_ranked() {
+    // The second server answers JSON extraction with every asked key and
+    // wrong values, and arithmetic with the right figure as a discarded
+    // first guess before a wrong final answer: shapes that pass a check of
+    // keys and "the number appears somewhere".
+    let dir = tempfile::tempdir().unwrap();
+    let text = example("answer-checks.toml").replace(
+        "args = [\"--wrong-answers\"]",
+        "args = [\"--plausible-wrong-answers\"]",
+    );
+    assert!(text.contains("--plausible-wrong-answers"));
+    let p = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "the wrong answers fail the run\n{out}\n{err}");
+    let root = dir.path().join("results/answer-checks");
+    let cells = cells(&root);
+    for (id, pass) in [("baseline", true), ("bad-math", false)] {
+        let reqs = cells[&format!("{id}/checked-kinds-out64-c2")]["summary"]["requests"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(reqs.len(), 12);
+        for r in &reqs {
+            assert_eq!(r["answer_check"], pass, "{id}: {r}");
+            // Every failed answer says why; a passed one has nothing to say.
+            assert_eq!(r["answer_reason"].is_string(), !pass, "{id}: {r}");
+        }
+        if !pass {
+            let reasons: Vec<&str> = reqs
+                .iter()
+                .map(|r| r["answer_reason"].as_str().unwrap())
+                .collect();
+            // Arithmetic: the final figure is judged, the discarded right one named before it is not.
+            assert!(
+                reasons.contains(&"expected 29 (±0.005) as the final answer, found 32.9"),
+                "{reasons:?}"
+            );
+            // JSON: a wrong value, named by its path.
+            assert!(
+                reasons
+                    .iter()
+                    .any(|r| r.starts_with("$.") && r.contains("expected")),
+                "{reasons:?}"
+            );
+        }
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let bad = report["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["server_id"] == "bad-math")
+        .unwrap()
+        .clone();
+    for check in bad["checks"].as_array().unwrap() {
+        assert_eq!(check["passed"], 0, "{check}");
+        assert_eq!(check["flagged"], true, "{check}");
+        let shown = check["failures"].as_array().unwrap();
+        assert_eq!(shown.len(), 3, "{check}");
+        assert!(
+            shown[0]
+                .as_str()
+                .unwrap()
+                .starts_with("checked-kinds-out64-c2 #"),
+            "{check}"
+        );
+    }
+    let md = std::fs::read_to_string(root.join("report.md")).unwrap();
+    assert!(
+        md.contains("(first failures: checked-kinds-out64-c2 #"),
+        "{md}"
     );
     for pick in report["slo_picks"]
         .as_array()

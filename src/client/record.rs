@@ -104,6 +104,9 @@ pub struct RequestRecord {
     /// whose right answer is known); absent when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_check: Option<bool>,
+    /// Why the answer failed its check, in one line (expected against found).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_reason: Option<String>,
     /// Final status.
     pub status: Status,
     /// Failure class and evidence when `status` is `failed`.
@@ -166,6 +169,7 @@ impl RequestRecord {
             text: None,
             output: None,
             answer_check: None,
+            answer_reason: None,
             status: Status::Ok,
             failure: None,
         }

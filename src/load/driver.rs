@@ -185,7 +185,11 @@ impl Executor for HttpExecutor {
             rec.text.take()
         };
         if rec.is_ok() {
-            rec.answer_check = req.check.map(|c| c.passes(text.as_deref().unwrap_or("")));
+            if let Some(check) = req.check {
+                let verdict = check.judge(text.as_deref().unwrap_or(""));
+                rec.answer_check = Some(verdict.is_ok());
+                rec.answer_reason = verdict.err();
+            }
             rec.output = text.map(OutputText::of);
         }
         rec.planned_input_tokens = req.planned_input_tokens;

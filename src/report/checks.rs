@@ -54,7 +54,14 @@ pub struct KindCheck {
     pub p_value: Option<f64>,
     /// Whether the answers are clearly worse than the baseline's.
     pub flagged: bool,
+    /// The first failed answers' reasons (at most [`FAILURES_SHOWN`]), each
+    /// with its cell and unit: "cell #unit: expected … found …".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<String>,
 }
+
+/// Failed answers of a kind whose reasons a report shows.
+pub const FAILURES_SHOWN: usize = 3;
 
 impl KindCheck {
     /// The kind's figures in words.
@@ -75,6 +82,9 @@ impl KindCheck {
         }
         if self.flagged {
             s.push_str(", clearly worse: wrong_answers, not ranked");
+        }
+        if !self.failures.is_empty() {
+            s.push_str(&format!(" (first failures: {})", self.failures.join("; ")));
         }
         s
     }
@@ -139,8 +149,15 @@ pub fn judge(servers: &[String], cells: &[&CellResult], baseline: Option<&str>) 
         // themselves: its checked and passed counts.
         let mut total: BTreeMap<String, Paired> = BTreeMap::new();
         let mut per_cell: Vec<(&CellResult, String, Paired)> = Vec::new();
+        let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for c in cells.iter().filter(|c| &c.server_id == s) {
             let Some(summary) = &c.summary else { continue };
+            for (kind, why) in failure_reasons(c, &summary.requests) {
+                let shown = reasons.entry(kind).or_default();
+                if shown.len() < FAILURES_SHOWN {
+                    shown.push(why);
+                }
+            }
             let theirs = base
                 .get(&point(c))
                 .filter(|_| !is_base)
@@ -173,6 +190,7 @@ pub fn judge(servers: &[String], cells: &[&CellResult], baseline: Option<&str>) 
                 wins: t.wins,
                 p_value: (!is_base).then(|| t.p_value()),
                 flagged: !is_base && t.dropped(),
+                failures: reasons.remove(kind).unwrap_or_default(),
             })
             .collect();
         for (c, kind, t) in per_cell {
@@ -277,6 +295,25 @@ pub fn checks_by_kind(requests: &[RequestRecord]) -> BTreeMap<String, Units> {
     out
 }
 
+/// The failed, completed answers of a cell with their reasons, by prompt
+/// kind, in unit order: "cell #unit: reason".
+fn failure_reasons(c: &CellResult, requests: &[RequestRecord]) -> Vec<(String, String)> {
+    let mut failed: Vec<&RequestRecord> = requests
+        .iter()
+        .filter(|r| r.is_ok() && r.answer_check == Some(false))
+        .collect();
+    failed.sort_by_key(|r| (r.index, r.turn));
+    failed
+        .into_iter()
+        .filter_map(|r| {
+            let kind = r.label.clone()?;
+            let why = r.answer_reason.as_deref().unwrap_or("no reason recorded");
+            let unit = r.index.map_or(String::new(), |i| format!(" #{i}"));
+            Some((kind, format!("{}{unit}: {why}", c.cell_name)))
+        })
+        .collect()
+}
+
 /// The rule for a clear drop, in a phrase.
 pub fn drop_rule() -> String {
     format!(
@@ -288,7 +325,7 @@ pub fn drop_rule() -> String {
 /// The rule by which a kind is flagged, in one sentence.
 pub fn rule() -> String {
     format!(
-        "Arithmetic answers must contain the asked result and JSON-extraction answers valid JSON with the asked fields; a server's answers of a kind are clearly worse than the baseline's when, over the same prompts, its pass rate is at least {:.0} points lower and a one-sided sign test on the answers where the two differ gives p < {MAX_P}.",
+        "Arithmetic answers must give the asked figures as their final answer (after a final-answer phrase, else the last number or the last sentence with a number) and JSON-extraction answers must end in JSON holding the reference's values; a server's answers of a kind are clearly worse than the baseline's when, over the same prompts, its pass rate is at least {:.0} points lower and a one-sided sign test on the answers where the two differ gives p < {MAX_P}.",
         100.0 * MIN_DROP
     )
 }

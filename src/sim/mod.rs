@@ -111,6 +111,11 @@ pub struct SimConfig {
     /// JSON brackets broken. Otherwise they get a right one.
     #[arg(long)]
     pub wrong_answers: bool,
+    /// Fault: built-in checkable prompts get answers that look right and
+    /// are wrong: JSON with every expected key and wrong values, and the
+    /// right figure named as a discarded guess before a wrong final answer.
+    #[arg(long)]
+    pub plausible_wrong_answers: bool,
     /// A reasoning model: the first this many output tokens of every chat
     /// answer are thinking, streamed apart from the answer.
     #[arg(long, default_value_t = 0)]
@@ -561,7 +566,7 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
         truncate_at,
         degenerate: s.cfg.degenerate_after.is_some_and(|limit| n > limit),
         text_seed: prompt_seed(&req),
-        reference: reference_words(&req, s.cfg.wrong_answers),
+        reference: reference_words(&req, &s.cfg),
         cache_keys: match &s.prefix_cache {
             Some(c) => c
                 .lock()
@@ -652,7 +657,7 @@ fn prompt_words(req: &GenerateRequest) -> Vec<&str> {
 
 /// The words a checkable built-in prompt is answered with (none for other
 /// prompts): the prompt is the completion's text or the last chat message.
-fn reference_words(req: &GenerateRequest, wrong: bool) -> Vec<String> {
+fn reference_words(req: &GenerateRequest, cfg: &SimConfig) -> Vec<String> {
     use crate::client::openai::PromptInput;
     use crate::workload::answer_check::{check_for, spoil};
     let prompt = match (&req.prompt, &req.messages) {
@@ -663,8 +668,10 @@ fn reference_words(req: &GenerateRequest, wrong: bool) -> Vec<String> {
     let Some(check) = check_for(prompt) else {
         return Vec::new();
     };
-    let text = if wrong {
+    let text = if cfg.wrong_answers {
         spoil(check.reference)
+    } else if cfg.plausible_wrong_answers {
+        check.plausible_wrong()
     } else {
         check.reference.to_string()
     };

@@ -1,32 +1,49 @@
 //! Answers that can be checked: the built-in prompts whose right answer is
-//! known, and the check each answer must pass.
+//! known, and the check each answer must pass. A check judges what was
+//! asked, not the answer's shape:
 //!
-//! - **arithmetic**: every figure the question asks for appears in the
-//!   answer (a number within a stated tolerance, or a clock time);
-//! - **json-extraction**: the answer holds valid JSON (an object, or an
-//!   array of objects) with every field the prompt asked for.
+//! - **numbers** (arithmetic): the *final answer* holds the asked figures.
+//!   When the reply has a final-answer phrase ("final answer", "answer is",
+//!   "answer:", "result is"; the last one counts), its first number (a
+//!   single figure) or the numbers of its statement up to the end of that
+//!   sentence (several figures, all of them) are judged; otherwise the last
+//!   number of the reply, or every asked figure in its last sentence with a
+//!   number. A right figure named earlier and then discarded does not pass.
+//!   Each figure has a tolerance, stated beside it.
+//! - **clock time**: as numbers, for a time of day (`13:34`, `1:34 pm`).
+//! - **JSON values** (json-extraction): the answer's JSON (the last
+//!   complete JSON value in the reply; a value cut off at the end fails)
+//!   holds the reference's values: numbers equal within 0.005 (or a
+//!   millionth of their size), strings equal once trimmed, case-folded and
+//!   with runs of blanks made one, booleans and nulls equal, lists item for
+//!   item in any order with none missing and none extra, objects with every
+//!   reference key (extra keys allowed). A number written as a string, or
+//!   the reverse, is compared by value.
 //!
 //! Code and poems have no check: a program would have to be run and a poem
-//! has no right answer. An answer passes or fails as a whole; a truncated
+//! has no right answer. An answer passes or fails as a whole, with a
+//! one-line reason when it fails (expected against found); a truncated
 //! answer that never reached its result fails, which is why pass rates are
 //! only compared between servers asked the same prompts with the same
 //! output budget.
 //!
 //! Each check comes with a reference answer that passes it, so the
-//! simulator can answer checkable prompts right (and, as a fault, wrong).
+//! simulator can answer checkable prompts right (and, as faults, wrong:
+//! spoiled, or plausible with wrong values).
+
+use serde_json::Value;
 
 use super::prompts::PromptKind;
 
 /// What a right answer contains.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Expect {
-    /// Every (value, tolerance) appears as a number in the answer.
+    /// The final answer holds these (value, tolerance) figures.
     Numbers(&'static [(f64, f64)]),
-    /// At least one of these texts appears in the answer.
-    AnyText(&'static [&'static str]),
-    /// Valid JSON with these fields (in the object, or in every object of
-    /// an array).
-    JsonFields(&'static [&'static str]),
+    /// The final answer is this time of day (hours 0–23, minutes).
+    Clock(u32, u32),
+    /// The answer's JSON holds the values of the reference answer, which is JSON.
+    JsonValues,
 }
 
 /// The check of one built-in prompt, with an answer that passes it.
@@ -41,17 +58,233 @@ pub struct AnswerCheck {
 impl AnswerCheck {
     /// Whether `answer` passes.
     pub fn passes(&self, answer: &str) -> bool {
+        self.judge(answer).is_ok()
+    }
+
+    /// `Ok` when `answer` passes, else why not in one line (expected against found).
+    pub fn judge(&self, answer: &str) -> Result<(), String> {
         match self.expect {
-            Expect::Numbers(want) => {
-                let found = numbers(answer);
-                want.iter()
-                    .all(|(v, tol)| found.iter().any(|x| (x - v).abs() <= *tol))
-            }
-            Expect::AnyText(any) => any.iter().any(|t| answer.contains(t)),
-            Expect::JsonFields(fields) => {
-                first_json(answer).is_some_and(|v| has_fields(&v, fields))
+            Expect::Numbers(want) => judge_numbers(answer, want),
+            Expect::Clock(h, m) => judge_clock(answer, (h, m)),
+            Expect::JsonValues => {
+                let want: Value =
+                    serde_json::from_str(self.reference).expect("reference JSON parses");
+                let got = answer_json(answer)?;
+                compare_json(&want, &got, "$")
             }
         }
+    }
+
+    /// An answer that looks right and is wrong: the right figures named as
+    /// a discarded first guess before a wrong final answer, or JSON with
+    /// every reference key and wrong values.
+    pub fn plausible_wrong(&self) -> String {
+        match self.expect {
+            Expect::Numbers(want) => {
+                let list = |f: &dyn Fn(f64) -> f64| {
+                    want.iter()
+                        .map(|(v, _)| format_number(f(*v)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                format!(
+                    "At first I got {}, but that is wrong. The final answer is {}.",
+                    list(&|v| v),
+                    list(&|v| v + 1.0 + v.abs() * 0.1)
+                )
+            }
+            Expect::Clock(h, m) => format!(
+                "At first I got {h:02}:{m:02}, but that is wrong. The final answer is {:02}:{m:02}.",
+                (h + 1) % 24
+            ),
+            Expect::JsonValues => {
+                let v: Value =
+                    serde_json::from_str(self.reference).expect("reference JSON parses");
+                wrong_values(&v).to_string()
+            }
+        }
+    }
+}
+
+/// Phrases that introduce a final answer, lower case.
+const FINAL_PHRASES: &[&str] = &["final answer", "answer is", "answer:", "result is"];
+
+/// The text after the reply's last final-answer phrase, if it has one.
+fn after_final_phrase(answer: &str) -> Option<&str> {
+    let lower = answer.to_lowercase();
+    // Lower-casing can move byte offsets outside ASCII; search the ASCII
+    // lower case instead, which keeps them.
+    let lower = if lower.len() == answer.len() {
+        lower
+    } else {
+        answer.to_ascii_lowercase()
+    };
+    FINAL_PHRASES
+        .iter()
+        .filter_map(|p| lower.rfind(p).map(|i| i + p.len()))
+        .max()
+        .map(|i| &answer[i..])
+}
+
+/// The sentence `text` opens with: up to a full stop followed by a blank,
+/// or a line end.
+fn first_sentence(text: &str) -> &str {
+    let b = text.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        let stop = c == b'\n'
+            || (matches!(c, b'.' | b'!' | b'?' | b';')
+                && b.get(i + 1).is_none_or(|n| n.is_ascii_whitespace()));
+        if stop && i > 0 && text[..i].bytes().any(|c| c.is_ascii_digit()) {
+            return &text[..i];
+        }
+    }
+    text
+}
+
+/// The reply's last sentence that holds a number.
+fn last_sentence_with_number(text: &str) -> &str {
+    let mut best = text;
+    let mut start = 0;
+    let b = text.as_bytes();
+    for i in 0..=b.len() {
+        let end = i == b.len()
+            || b[i] == b'\n'
+            || (matches!(b[i], b'.' | b'!' | b'?')
+                && b.get(i + 1).is_none_or(|n| n.is_ascii_whitespace()));
+        if end {
+            let s = &text[start..i];
+            if s.bytes().any(|c| c.is_ascii_digit()) {
+                best = s;
+            }
+            start = (i + 1).min(b.len());
+        }
+    }
+    best
+}
+
+fn judge_numbers(answer: &str, want: &[(f64, f64)]) -> Result<(), String> {
+    let expected = || {
+        want.iter()
+            .map(|(v, t)| match t {
+                t if *t > 0.0 => format!("{} (±{})", format_number(*v), format_number(*t)),
+                _ => format_number(*v),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (found, place): (Vec<f64>, &str) = match after_final_phrase(answer) {
+        Some(rest) if want.len() == 1 => {
+            (numbers(rest).into_iter().take(1).collect(), "final answer")
+        }
+        Some(rest) => (numbers(first_sentence(rest)), "final answer"),
+        None if want.len() == 1 => (
+            numbers(answer).into_iter().last().into_iter().collect(),
+            "last number",
+        ),
+        None => (
+            numbers(last_sentence_with_number(answer)),
+            "last sentence with a number",
+        ),
+    };
+    let missing: Vec<String> = want
+        .iter()
+        .filter(|(v, tol)| !found.iter().any(|x| (x - v).abs() <= *tol))
+        .map(|(v, _)| format_number(*v))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let shown = if found.is_empty() {
+        "no number".to_string()
+    } else {
+        found
+            .iter()
+            .map(|v| format_number(*v))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(format!(
+        "expected {} as the {place}, found {shown}",
+        expected()
+    ))
+}
+
+fn judge_clock(answer: &str, want: (u32, u32)) -> Result<(), String> {
+    let (times, place) = match after_final_phrase(answer) {
+        Some(rest) => (
+            clock_times(rest).into_iter().take(1).collect::<Vec<_>>(),
+            "final answer",
+        ),
+        None => (
+            clock_times(answer).into_iter().last().into_iter().collect(),
+            "last time",
+        ),
+    };
+    match times.first() {
+        Some(&t) if t == want => Ok(()),
+        Some(&(h, m)) => Err(format!(
+            "expected {:02}:{:02} as the {place}, found {h:02}:{m:02}",
+            want.0, want.1
+        )),
+        None => Err(format!(
+            "expected {:02}:{:02} as the {place}, found no time",
+            want.0, want.1
+        )),
+    }
+}
+
+/// Times of day in `text`, in order, as (hours 0–23, minutes): `H:MM` or
+/// `HH:MM`, then an optional am/pm.
+fn clock_times(text: &str) -> Vec<(u32, u32)> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let hours = std::str::from_utf8(&b[start..i]).unwrap_or("");
+        let clock = (1..=2).contains(&hours.len())
+            && (start == 0 || !b[start - 1].is_ascii_digit())
+            && b.get(i) == Some(&b':')
+            && b.get(i + 1..i + 3)
+                .is_some_and(|m| m.iter().all(u8::is_ascii_digit))
+            && b.get(i + 3).is_none_or(|c| !c.is_ascii_digit());
+        if !clock {
+            i = if i == start { i + 1 } else { i };
+            continue;
+        }
+        let (mut h, m): (u32, u32) = (
+            hours.parse().unwrap_or(99),
+            std::str::from_utf8(&b[i + 1..i + 3])
+                .ok()
+                .and_then(|m| m.parse().ok())
+                .unwrap_or(99),
+        );
+        i += 3;
+        let rest = text[i..].trim_start().to_ascii_lowercase();
+        if rest.starts_with("pm") || rest.starts_with("p.m") {
+            if h < 12 {
+                h += 12;
+            }
+        } else if (rest.starts_with("am") || rest.starts_with("a.m")) && h == 12 {
+            h = 0;
+        }
+        if h < 24 && m < 60 {
+            out.push((h, m));
+        }
+    }
+    out
+}
+
+/// A number as an answer writes it: whole numbers without a decimal part.
+fn format_number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        let s = format!("{v:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -118,116 +351,233 @@ fn numbers(text: &str) -> Vec<f64> {
     out
 }
 
-/// The first JSON object or array in `text` that parses, trailing text
-/// ignored (answers wrap JSON in prose or a code fence).
-fn first_json(text: &str) -> Option<serde_json::Value> {
-    // Bounded: a long answer of stray braces is not parsed forever.
-    text.match_indices(['{', '[']).take(64).find_map(|(i, _)| {
-        serde_json::Deserializer::from_str(&text[i..])
-            .into_iter::<serde_json::Value>()
-            .next()?
-            .ok()
+/// Most places in a reply tried as the start of its JSON: a long answer of
+/// stray brackets is not parsed forever.
+const MAX_JSON_STARTS: usize = 256;
+
+/// The answer's JSON: the last complete top-level JSON value in `text`
+/// (prose and code fences around it ignored). A value that starts like
+/// JSON and is cut off by the end of the reply is an error: the answer's
+/// JSON is the truncated one, not a complete value inside it.
+pub fn answer_json(text: &str) -> Result<Value, String> {
+    let mut last = None;
+    let mut from = 0;
+    for (tried, (i, open)) in text.match_indices(['{', '[']).enumerate() {
+        if i < from {
+            continue;
+        }
+        if tried >= MAX_JSON_STARTS {
+            break;
+        }
+        let mut stream = serde_json::Deserializer::from_str(&text[i..]).into_iter::<Value>();
+        match stream.next() {
+            Some(Ok(v)) => {
+                from = i + stream.byte_offset();
+                last = Some(v);
+            }
+            Some(Err(e)) if e.is_eof() && opens_json(&text[i + open.len()..]) => {
+                return Err(format!(
+                    "the answer's JSON is cut off at the end of the reply ({} bytes from `{open}`)",
+                    text.len() - i
+                ));
+            }
+            _ => {}
+        }
+    }
+    last.ok_or_else(|| "no JSON value in the answer".to_string())
+}
+
+/// Whether what follows an opening bracket looks like JSON (not prose).
+fn opens_json(rest: &str) -> bool {
+    rest.trim_start().chars().next().is_some_and(|c| {
+        matches!(
+            c,
+            '"' | '{' | '[' | ']' | '}' | '-' | '0'..='9' | 't' | 'f' | 'n'
+        )
     })
 }
 
-fn has_fields(v: &serde_json::Value, fields: &[&str]) -> bool {
-    let object_has = |o: &serde_json::Value| {
-        o.as_object()
-            .is_some_and(|m| fields.iter().all(|f| m.contains_key(*f)))
-    };
+/// Strings compared as the check says: trimmed, case-folded, blanks made one.
+fn norm(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// A JSON number or a string that is one, as a number.
+fn as_number(v: &Value) -> Option<f64> {
     match v {
-        serde_json::Value::Array(items) => !items.is_empty() && items.iter().all(object_has),
-        other => object_has(other),
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
     }
 }
 
-/// In the order of [`PromptKind::Arithmetic`]'s variants.
+/// A value in one line, shortened.
+fn brief(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 60 {
+        format!("{}…", s.chars().take(59).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// `Ok` when `got` holds `want`'s values (see the module doc), else the
+/// first difference, named by its path.
+fn compare_json(want: &Value, got: &Value, path: &str) -> Result<(), String> {
+    let differ = || {
+        Err(format!(
+            "{path}: expected {}, found {}",
+            brief(want),
+            brief(got)
+        ))
+    };
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => {
+            for (k, wv) in w {
+                match g.get(k) {
+                    Some(gv) => compare_json(wv, gv, &format!("{path}.{k}"))?,
+                    None => return Err(format!("{path}: no `{k}` (expected {})", brief(wv))),
+                }
+            }
+            Ok(())
+        }
+        (Value::Array(w), Value::Array(g)) => {
+            if w.len() != g.len() {
+                return Err(format!(
+                    "{path}: expected {} items, found {}",
+                    w.len(),
+                    g.len()
+                ));
+            }
+            // Any order: each expected item takes the first unused item equal to it.
+            let mut used = vec![false; g.len()];
+            for (i, wv) in w.iter().enumerate() {
+                let hit = g
+                    .iter()
+                    .enumerate()
+                    .find(|(j, gv)| !used[*j] && compare_json(wv, gv, "").is_ok());
+                match hit {
+                    Some((j, _)) => used[j] = true,
+                    None => {
+                        // The same place's item says best what differs.
+                        return match compare_json(wv, &g[i], &format!("{path}[{i}]")) {
+                            Err(e) => Err(e),
+                            Ok(()) => Err(format!("{path}[{i}]: {} is missing", brief(wv))),
+                        };
+                    }
+                }
+            }
+            Ok(())
+        }
+        (Value::String(w), Value::String(g)) if norm(w) == norm(g) => Ok(()),
+        (Value::Bool(w), Value::Bool(g)) if w == g => Ok(()),
+        (Value::Null, Value::Null) => Ok(()),
+        (Value::Number(_) | Value::String(_), Value::Number(_) | Value::String(_)) => {
+            match (as_number(want), as_number(got)) {
+                (Some(w), Some(g)) if (w - g).abs() <= 0.005_f64.max(w.abs() * 1e-6) => Ok(()),
+                _ => differ(),
+            }
+        }
+        _ => differ(),
+    }
+}
+
+/// `v` with every key kept and every value wrong: numbers moved, strings
+/// changed, booleans flipped, lists of the same length.
+fn wrong_values(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), wrong_values(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(wrong_values).collect()),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Value::from(i + 1),
+            None => Value::from(n.as_f64().unwrap_or(0.0) + 1.25),
+        },
+        Value::String(s) => Value::String(format!("{s} (unverified)")),
+        Value::Bool(b) => Value::Bool(!b),
+        Value::Null => Value::from("none"),
+    }
+}
+
+/// In the order of [`PromptKind::Arithmetic`]'s variants. Each judges the
+/// final answer (see the module doc); the reference answers end with it.
 const ARITHMETIC: &[AnswerCheck] = &[
     AnswerCheck {
-        // 12 × 0.35 + 7 × 2.40 = 21.00; 50 − 21 = 29.
+        // 12 × 0.35 + 7 × 2.40 = 21.00; 50 − 21 = 29. One figure: the first
+        // number after a final-answer phrase, else the last number; to the cent.
         expect: Expect::Numbers(&[(29.0, 0.005)]),
-        reference: "Maria gets $29.00 in change: 12 × $0.35 = $4.20, 7 × $2.40 = $16.80, $4.20 + $16.80 = $21.00, $50 − $21.00 = $29.00.",
+        reference: "12 × $0.35 = $4.20, 7 × $2.40 = $16.80, $4.20 + $16.80 = $21.00, so Maria gets $50 − $21.00 = $29.00 in change.",
     },
     AnswerCheck {
+        // One figure, exact: the product (the division back gives 487, so
+        // the reply must end on the product or name it as its answer).
         expect: Expect::Numbers(&[(158_762.0, 0.0)]),
-        reference: "487 × 326 = 158,762: 487 × 300 = 146,100, 487 × 26 = 12,662, 146,100 + 12,662 = 158,762; 158,762 ÷ 326 = 487.",
+        reference: "487 × 300 = 146,100 and 487 × 26 = 12,662; the check 158,762 ÷ 326 = 487 holds, so the answer is 158,762.",
     },
     AnswerCheck {
-        // 318 / 84 h = 3 h 47.1 min after 09:47.
-        expect: Expect::AnyText(&["13:34", "1:34 p"]),
-        reference: "It arrives at 13:34: 318 ÷ 84 = 3.786 hours = 3 h 47 min, and 09:47 + 3:47 = 13:34.",
+        // 318 / 84 h = 3 h 47.1 min after 09:47: a time of day, the first
+        // after a final-answer phrase, else the last one written.
+        expect: Expect::Clock(13, 34),
+        reference: "318 ÷ 84 = 3.786 hours = 3 h 47 min, and 09:47 + 3:47 = 13:34, so it arrives at 13:34.",
     },
     AnswerCheck {
-        // 416.5 + 456 − 144.
+        // 416.5 + 456 − 144. One figure, to the thousandth.
         expect: Expect::Numbers(&[(728.5, 0.005)]),
-        reference: "The result is 728.5: 17% of 2,450 = 416.5, 3/8 of 1,216 = 456, 12² = 144, 416.5 + 456 − 144 = 728.5.",
+        reference: "17% of 2,450 = 416.5, 3/8 of 1,216 = 456, 12² = 144, so the result is 728.5.",
     },
     AnswerCheck {
-        // 1200 / (45 − 7) = 31.58 min.
+        // 1200 / (45 − 7) = 31.58 min. One figure, within 0.05 min (3 s).
         expect: Expect::Numbers(&[(31.58, 0.05)]),
-        reference: "It is full after 31.58 minutes: it gains 45 − 7 = 38 litres per minute, and 1,200 ÷ 38 = 31.58.",
+        reference: "It gains 45 − 7 = 38 litres per minute, and 1,200 ÷ 38 = 31.58, so it is full after 31.58 minutes.",
     },
     AnswerCheck {
-        // 3·(83·84/2) + 5·(50·51/2) − 15·(16·17/2).
+        // 3·(83·84/2) + 5·(50·51/2) − 15·(16·17/2). One figure, exact.
         expect: Expect::Numbers(&[(14_793.0, 0.0)]),
-        reference: "The sum is 14,793: multiples of 3 sum to 10,458, of 5 to 6,375, of 15 to 2,040, and 10,458 + 6,375 − 2,040 = 14,793.",
+        reference: "Multiples of 3 sum to 10,458, of 5 to 6,375, of 15 to 2,040, and 10,458 + 6,375 − 2,040 = 14,793.",
     },
     AnswerCheck {
-        // × 14/6: 1050 g, 7 eggs, 560 ml.
+        // × 14/6: 1050 g, 7 eggs, 560 ml. Three figures, all in the final
+        // statement (the sentence after a final-answer phrase, else the
+        // last sentence with a number); grams and millilitres within 0.5.
         expect: Expect::Numbers(&[(1050.0, 0.5), (7.0, 0.0), (560.0, 0.5)]),
-        reference: "For 14 people: 1,050 g of flour, 7 eggs and 560 ml of milk (everything × 14/6: 450 × 14/6 = 1,050, 3 × 14/6 = 7, 240 × 14/6 = 560).",
+        reference: "Everything × 14/6: 450 × 14/6 = 1,050, 3 × 14/6 = 7, 240 × 14/6 = 560. For 14 people: 1,050 g of flour, 7 eggs and 560 ml of milk.",
     },
 ];
 
 /// In the order of [`PromptKind::JsonExtraction`]'s variants.
 const JSON_EXTRACTION: &[AnswerCheck] = &[
     AnswerCheck {
-        expect: Expect::JsonFields(&["name", "age", "city", "occupation", "start_year"]),
+        expect: Expect::JsonValues,
         reference: r#"{"name": "Lena Okafor", "age": 41, "city": "Rotterdam", "occupation": "marine biologist", "start_year": 2018}"#,
     },
     AnswerCheck {
-        expect: Expect::JsonFields(&["order_id", "customer", "items", "total"]),
+        expect: Expect::JsonValues,
         reference: r#"{"order_id": "A-55312", "customer": "Jonas Berg", "items": [{"sku": "SKU-1180", "quantity": 2, "unit_price": 14.99}, {"sku": "SKU-2051", "quantity": 1, "unit_price": 89.00}, {"sku": "SKU-0007", "quantity": 3, "unit_price": 2.50}], "total": 126.48}"#,
     },
     AnswerCheck {
-        expect: Expect::JsonFields(&[
-            "timestamp",
-            "level",
-            "service",
-            "request_id",
-            "latency_ms",
-            "message",
-        ]),
+        expect: Expect::JsonValues,
         reference: r#"{"timestamp": "2024-11-03T14:22:09.481Z", "level": "WARN", "service": "checkout-api", "request_id": "7f3c9a", "latency_ms": 1843, "message": "upstream payment gateway slow"}"#,
     },
     AnswerCheck {
-        expect: Expect::JsonFields(&["date", "title", "location"]),
+        expect: Expect::JsonValues,
         reference: r#"[{"date": "4 March", "title": "board meeting", "location": "Lyon"}, {"date": "19 March", "title": "product launch", "location": "Berlin"}, {"date": "2 May", "title": "team retreat", "location": "Porto"}]"#,
     },
     AnswerCheck {
-        expect: Expect::JsonFields(&[
-            "title",
-            "company",
-            "location",
-            "remote",
-            "salary_min",
-            "salary_max",
-            "skills",
-        ]),
+        expect: Expect::JsonValues,
         reference: r#"{"title": "Senior Embedded Engineer", "company": "Acme Robotics", "location": "Austin, TX", "remote": false, "salary_min": 145000, "salary_max": 175000, "skills": ["C", "Rust", "RTOS", "CAN bus"]}"#,
     },
     AnswerCheck {
-        expect: Expect::JsonFields(&["street", "number", "postal_code", "city", "country"]),
+        expect: Expect::JsonValues,
         reference: r#"{"street": "Karlsgatan", "number": "17", "postal_code": "411 04", "city": "Göteborg", "country": "Sweden"}"#,
     },
     AnswerCheck {
-        expect: Expect::JsonFields(&[
-            "drug",
-            "dose_mg",
-            "frequency_per_day",
-            "duration_days",
-            "with_food",
-        ]),
+        expect: Expect::JsonValues,
         reference: r#"{"drug": "Amoxicillin", "dose_mg": 500, "frequency_per_day": 3, "duration_days": 7, "with_food": true}"#,
     },
 ];
@@ -251,6 +601,13 @@ pub fn spoil(answer: &str) -> String {
 mod tests {
     use super::*;
 
+    fn all_checks() -> Vec<(PromptKind, &'static AnswerCheck)> {
+        PromptKind::all()
+            .iter()
+            .flat_map(|k| checks_of(*k).iter().map(move |c| (*k, c)))
+            .collect()
+    }
+
     #[test]
     fn every_checked_kind_has_a_check_per_variant_and_its_reference_passes() {
         for &k in PromptKind::all() {
@@ -261,7 +618,7 @@ mod tests {
             assert_eq!(checks.len(), k.variants().len(), "{k}");
             for (v, c) in k.variants().iter().zip(checks) {
                 assert_eq!(check_for(v), Some(c));
-                assert!(c.passes(c.reference), "{k}: {}", c.reference);
+                assert_eq!(c.judge(c.reference), Ok(()), "{k}: {}", c.reference);
                 assert!(
                     !c.passes(&spoil(c.reference)),
                     "{k}: {}",
@@ -275,6 +632,70 @@ mod tests {
     }
 
     #[test]
+    fn a_plausible_wrong_answer_fails_every_check_with_a_reason() {
+        for (k, c) in all_checks() {
+            let wrong = c.plausible_wrong();
+            let why = c.judge(&wrong).expect_err(&format!("{k}: {wrong}"));
+            assert!(why.contains("expected"), "{k}: {why}");
+        }
+        // The discarded guess holds the right figure; the final one is judged.
+        let change = check_for(PromptKind::Arithmetic.variants()[0]).unwrap();
+        let wrong = change.plausible_wrong();
+        assert!(
+            wrong.starts_with("At first I got 29, but that is wrong."),
+            "{wrong}"
+        );
+        assert_eq!(
+            change.judge(&wrong),
+            Err("expected 29 (±0.005) as the final answer, found 32.9".into())
+        );
+        let recipe = check_for(PromptKind::Arithmetic.variants()[6]).unwrap();
+        assert!(recipe
+            .judge(&recipe.plausible_wrong())
+            .unwrap_err()
+            .contains("found 1156, 8.7, 617"));
+    }
+
+    #[test]
+    fn arithmetic_judges_the_final_answer_not_any_number_in_the_text() {
+        let change = check_for(PromptKind::Arithmetic.variants()[0]).unwrap();
+        assert!(change.passes("So the change is 29 dollars."));
+        assert!(change.passes("**Final answer:** $29.00\n\nCheck: 12 × 0.35 = 4.20."));
+        assert!(!change.passes("12 pencils cost $4.20 and the notebooks $16.80"));
+        // The right number, then a wrong last one.
+        assert!(!change.passes("Change: $29.00. Wait, let me redo it: $31.40."));
+        let tank = check_for(PromptKind::Arithmetic.variants()[4]).unwrap();
+        assert!(tank.passes("about 31.6 minutes"));
+        assert!(!tank.passes("about 32 minutes"));
+        let product = check_for(PromptKind::Arithmetic.variants()[1]).unwrap();
+        assert!(product.passes("The answer is 158,762. Check: 158,762 ÷ 326 = 487."));
+        assert_eq!(
+            product.judge("487 × 326 = 158,762. Check: 158,762 ÷ 326 = 487."),
+            Err("expected 158762 as the last number, found 487".into())
+        );
+        let train = check_for(PromptKind::Arithmetic.variants()[2]).unwrap();
+        assert!(train.passes("It takes 3 h 47 min, arriving at 1:34 pm."));
+        assert!(train.passes("Final answer: 13:34 (departure 09:47)."));
+        assert_eq!(
+            train.judge("Departs 09:47; arrives 13:34. Correction: it arrives at 13:43."),
+            Err("expected 13:34 as the last time, found 13:43".into())
+        );
+        assert!(train
+            .judge("about three hours later")
+            .unwrap_err()
+            .contains("found no time"));
+        // Several figures: all in the final statement, any order, extras allowed.
+        let recipe = check_for(PromptKind::Arithmetic.variants()[6]).unwrap();
+        assert!(
+            recipe.passes("For 14 people you need 560 ml of milk, 7 eggs and 1,050 g of flour.")
+        );
+        assert_eq!(
+            recipe.judge("1,050 g of flour, 7 eggs and 560 ml of milk for 6 people? No: for 14 people, 1,050 g of flour, 6 eggs and 560 ml of milk."),
+            Err("expected 1050 (±0.5), 7, 560 (±0.5) as the last sentence with a number, found 14, 1050, 6, 560".into())
+        );
+    }
+
+    #[test]
     fn numbers_read_separators_decimals_and_stop_at_punctuation() {
         assert_eq!(
             numbers("158,762 and $4.20. Then 1,2 or 12, 7"),
@@ -282,31 +703,113 @@ mod tests {
         );
         assert_eq!(numbers("x1.2.3"), [1.2, 3.0]);
         assert_eq!(numbers("12,3456"), [12.0, 3456.0]);
+        assert_eq!(
+            clock_times("at 9:05 am, 12:30 am, 12:10 pm, 1:34 p.m. and 10:7"),
+            [(9, 5), (0, 30), (12, 10), (13, 34)]
+        );
+    }
+
+    /// Every leaf of `v` with its path, as `compare_json` names it.
+    fn leaves(v: &Value, path: String, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => m
+                .iter()
+                .for_each(|(k, v)| leaves(v, format!("{path}.{k}"), out)),
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .for_each(|(i, v)| leaves(v, format!("{path}[{i}]"), out)),
+            _ => out.push(path),
+        }
+    }
+
+    /// `v` with the leaf at `path` made wrong.
+    fn spoiled_at(v: &Value, path: &str, here: String) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, x)| (k.clone(), spoiled_at(x, path, format!("{here}.{k}"))))
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(
+                a.iter()
+                    .enumerate()
+                    .map(|(i, x)| spoiled_at(x, path, format!("{here}[{i}]")))
+                    .collect(),
+            ),
+            leaf if here == path => wrong_values(leaf),
+            leaf => leaf.clone(),
+        }
+    }
+
+    /// `v` with its strings upper case and padded, and its numbers as strings.
+    fn shout(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                Value::Object(m.iter().map(|(k, v)| (k.clone(), shout(v))).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(shout).collect()),
+            Value::String(s) => Value::String(format!("  {}  ", s.to_uppercase())),
+            Value::Number(n) => Value::String(n.to_string()),
+            other => other.clone(),
+        }
     }
 
     #[test]
-    fn arithmetic_answers_pass_on_their_result_not_on_the_working() {
-        let change = check_for(PromptKind::Arithmetic.variants()[0]).unwrap();
-        assert!(change.passes("So the change is 29 dollars."));
-        assert!(!change.passes("12 pencils cost $4.20 and the notebooks $16.80"));
-        let tank = check_for(PromptKind::Arithmetic.variants()[4]).unwrap();
-        assert!(tank.passes("about 31.6 minutes"));
-        assert!(!tank.passes("about 32 minutes"));
-    }
-
-    #[test]
-    fn json_answers_need_every_field_in_parseable_json_anywhere_in_the_text() {
-        let drug = check_for(PromptKind::JsonExtraction.variants()[6]).unwrap();
-        let ok = r#"Here it is: ```json
-{"drug": "Amoxicillin", "dose_mg": 500, "frequency_per_day": 3, "duration_days": 7, "with_food": true}
-``` Done {"#;
-        assert!(drug.passes(ok));
-        assert!(!drug.passes(r#"{"drug": "Amoxicillin", "dose_mg": 500}"#));
-        assert!(!drug.passes(r#"{"drug": "Amoxicillin", "dose_mg": 500, "#));
+    fn json_extraction_fails_on_any_wrong_value_missing_item_or_truncation_with_a_reason() {
+        for (k, c) in all_checks()
+            .into_iter()
+            .filter(|(_, c)| c.expect == Expect::JsonValues)
+        {
+            let reference: Value = serde_json::from_str(c.reference).unwrap();
+            // Each value made wrong, keys kept: fails, naming that value.
+            let mut paths = Vec::new();
+            leaves(&reference, "$".into(), &mut paths);
+            for path in &paths {
+                let wrong = spoiled_at(&reference, path, "$".into()).to_string();
+                let why = c.judge(&wrong).expect_err(&format!("{k} {path}: {wrong}"));
+                let place = path.split('[').next().unwrap();
+                assert!(why.starts_with(place), "{k} {path}: {why}");
+            }
+            // Cut anywhere inside the JSON: fails (a complete inner value
+            // of a cut-off list is not the answer).
+            for cut in (1..c.reference.len()).filter(|i| c.reference.is_char_boundary(*i)) {
+                assert!(!c.passes(&c.reference[..cut]), "{k}: cut at {cut} passes");
+            }
+            // Case, blanks, a number as a string, extra keys, fences and prose: still right.
+            let mut loose = shout(&reference);
+            if let Value::Object(m) = &mut loose {
+                m.insert("note".into(), "extra".into());
+            }
+            assert_eq!(
+                c.judge(&format!("Here it is:\n```json\n{loose}\n```\nDone {{")),
+                Ok(()),
+                "{k}: {loose}"
+            );
+        }
+        let order = check_for(PromptKind::JsonExtraction.variants()[1]).unwrap();
+        let two_items = r#"{"order_id": "A-55312", "customer": "Jonas Berg", "items": [{"sku": "SKU-1180", "quantity": 2, "unit_price": 14.99}, {"sku": "SKU-2051", "quantity": 1, "unit_price": 89.00}], "total": 126.48}"#;
+        assert_eq!(
+            order.judge(two_items),
+            Err("$.items: expected 3 items, found 2".into())
+        );
         let events = check_for(PromptKind::JsonExtraction.variants()[3]).unwrap();
-        assert!(!events.passes("[]"));
-        assert!(!events.passes(r#"[{"date": "4 March", "title": "x"}]"#));
-        // Stray brackets before the JSON do not hide it.
-        assert!(events.passes(r#"[see below] [{"date": 1, "title": 2, "location": 3}]"#));
+        let reordered = r#"[{"date": "19 March", "title": "Product launch", "location": "Berlin"}, {"date": "2 May", "title": "team retreat", "location": "Porto"}, {"date": "4 march", "title": "board meeting", "location": "Lyon"}]"#;
+        assert_eq!(events.judge(reordered), Ok(()));
+        let cut = r#"[{"date": "4 March", "title": "board meeting", "location": "Lyon"}, {"date": "19 March", "#;
+        assert!(events.judge(cut).unwrap_err().contains("cut off"));
+        let drug = check_for(PromptKind::JsonExtraction.variants()[6]).unwrap();
+        assert_eq!(
+            drug.judge(r#"{"drug": "Amoxicillin", "dose_mg": "500", "frequency_per_day": 3, "duration_days": 7, "with_food": false}"#),
+            Err("$.with_food: expected true, found false".into())
+        );
+        assert_eq!(
+            drug.judge(r#"{"drug": "Amoxicillin", "dose_mg": 500}"#),
+            Err("$: no `duration_days` (expected 7)".into())
+        );
+        // The last complete JSON is the answer: a corrected one after a draft counts.
+        let draft = r#"Draft: {"drug": "x"} Final: {"drug": "Amoxicillin", "dose_mg": 500, "frequency_per_day": 3, "duration_days": 7, "with_food": true}"#;
+        assert_eq!(drug.judge(draft), Ok(()));
+        assert!(drug.judge("no JSON here").unwrap_err().contains("no JSON"));
     }
 }
