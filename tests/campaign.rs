@@ -1881,6 +1881,123 @@ fn a_server_with_right_shapes_and_wrong_values_is_flagged_with_its_reasons_and_n
 }
 
 #[test]
+fn a_campaigns_own_checks_file_judges_every_answer_and_flags_the_server_that_gets_them_wrong() {
+    use servebench::workload::PromptKind;
+    let dir = tempfile::tempdir().unwrap();
+    // Two of the simulator's known prompts (it answers them right, or
+    // plausibly wrong under the fault) with the user's own checks, and
+    // two free prompts it answers with filler words.
+    let lines = [
+        serde_json::json!({"prompt": PromptKind::Arithmetic.variants()[0], "check": "number", "expected": 29, "tolerance": 0.005, "kind": "shop"}),
+        serde_json::json!({"prompt": PromptKind::JsonExtraction.variants()[6], "check": "json", "expected": {"drug": "amoxicillin", "dose_mg": "500", "with_food": true}, "kind": "shop"}),
+        serde_json::json!({"prompt": "Say anything at all.", "check": "regex", "expected": "^\\s*\\S", "kind": "free"}),
+        serde_json::json!({"prompt": "Say the word banana and nothing else.", "check": "text", "expected": "banana", "kind": "free"}),
+    ];
+    let file: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.path().join("mine.jsonl"), file).unwrap();
+    let text = example("answer-checks.toml")
+        .replace(
+            "args = [\"--wrong-answers\"]",
+            "args = [\"--plausible-wrong-answers\"]",
+        )
+        .replace(
+            "prompt_kinds = [\"arithmetic\", \"json-extraction\"]",
+            "checks = \"mine.jsonl\"",
+        );
+    let p = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "the wrong answers fail the run\n{out}\n{err}");
+    let root = dir.path().join("results/answer-checks");
+    let cells = cells(&root);
+    let reqs = |id: &str| {
+        cells[&format!("{id}/checked-checks-out64-c2")]["summary"]["requests"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    // Every answer is checked, under its line's kind, with a reason when it fails.
+    for id in ["baseline", "bad-math"] {
+        let reqs = reqs(id);
+        assert_eq!(reqs.len(), 12);
+        for r in &reqs {
+            assert!(r["answer_check"].is_boolean(), "{id}: {r}");
+            assert_eq!(
+                r["answer_reason"].is_string(),
+                r["answer_check"] == false,
+                "{id}: {r}"
+            );
+        }
+        let free: Vec<&serde_json::Value> = reqs.iter().filter(|r| r["label"] == "free").collect();
+        assert_eq!(free.len(), 6, "{id}");
+        // The regex passes on words; the exact text never comes.
+        assert_eq!(
+            free.iter().filter(|r| r["answer_check"] == true).count(),
+            3,
+            "{id}"
+        );
+        let banana = free.iter().find(|r| r["answer_check"] == false).unwrap();
+        assert!(
+            banana["answer_reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("expected exactly \"banana\", found \""),
+            "{banana}"
+        );
+    }
+    let shop = |id: &str| -> Vec<serde_json::Value> {
+        reqs(id)
+            .into_iter()
+            .filter(|r| r["label"] == "shop")
+            .collect()
+    };
+    assert!(shop("baseline").iter().all(|r| r["answer_check"] == true));
+    assert!(shop("bad-math").iter().all(|r| r["answer_check"] == false));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let bad = report["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["server_id"] == "bad-math")
+        .unwrap()
+        .clone();
+    let kinds: Vec<(&str, bool)> = bad["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["kind"].as_str().unwrap(), k["flagged"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(kinds, [("free", false), ("shop", true)], "{bad}");
+    for pick in report["slo_picks"].as_array().unwrap() {
+        assert_eq!(pick["best"]["server_id"], "baseline", "{pick}");
+    }
+    // Editing the checks file makes its cells another measurement.
+    let (_, plan, _) = run(&["plan", p.to_str().unwrap()]);
+    assert_eq!(plan.matches("  cached\n").count(), 2, "{plan}");
+    let edited = std::fs::read_to_string(dir.path().join("mine.jsonl"))
+        .unwrap()
+        .replace("banana", "cherry");
+    std::fs::write(dir.path().join("mine.jsonl"), edited).unwrap();
+    let (_, plan, _) = run(&["plan", p.to_str().unwrap()]);
+    assert_eq!(plan.matches("  stale\n").count(), 2, "{plan}");
+    // A bad line is refused where the campaign names the file, with its line.
+    std::fs::write(
+        dir.path().join("mine.jsonl"),
+        "{\"prompt\": \"x\", \"check\": \"regex\", \"expected\": \"(\"}\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(&["plan", p.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("campaign.toml:")
+            && err.contains("mine.jsonl")
+            && err.contains("line 1")
+            && err.contains("not a regular expression"),
+        "{err}"
+    );
+}
+
+#[test]
 fn compare_exits_3_naming_the_pass_rate_and_agreement_drop_of_a_server_that_starts_answering_wrong()
 {
     let dir = tempfile::tempdir().unwrap();
@@ -2173,44 +2290,49 @@ output_scale = 0.1
     );
 }
 
+/// A campaign replaying the Mooncake conversation fixture at 1/16 length
+/// (outputs at 1/50, within 2,048 tokens) on simulated engines with a
+/// 16-token prefix cache, 1 ms decode steps and instant prefill: `servers`
+/// are its `[[server]]` tables, `load` the workload's request count and
+/// time scales.
+fn prefix_cache_replay(name: &str, servers: &str, load: &str) -> String {
+    let args = [
+        "--prefix-cache-block",
+        "16",
+        "--decode-step-ms",
+        "1",
+        "--decode-step-per-seq-ms",
+        "0",
+        "--prefill-tok-s",
+        "0",
+    ];
+    let trace = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/traces/mooncake-conversation-400.jsonl"
+    );
+    sim_campaign(name, &args)
+        + servers
+        + &format!(
+            "[[workload]]\nname = \"conv\"\ntrace = \"{trace}\"\nlength_scale = 0.0625\noutput_scale = 0.02\nmax_context = 2048\n{load}"
+        )
+}
+
 #[test]
 fn a_replays_prefix_reuse_matches_its_prediction_until_the_engines_cache_is_too_small() {
     // Two simulated engines with a 16-token prefix cache: one with room
     // for the whole replay, one whose cache holds 4,096 tokens of the
     // replay's ~250,000 distinct prompt tokens.
     let dir = tempfile::tempdir().unwrap();
-    let text = sim_campaign(
+    let text = prefix_cache_replay(
         "pc",
-        &[
-            "--prefix-cache-block",
-            "16",
-            "--decode-step-ms",
-            "1",
-            "--decode-step-per-seq-ms",
-            "0",
-            "--prefill-tok-s",
-            "0",
-        ],
-    ) + &format!(
         r#"[[server]]
 id = "roomy"
 args = ["--kv-capacity-tokens", "4194304"]
 [[server]]
 id = "small"
 args = ["--kv-capacity-tokens", "4096"]
-[[workload]]
-name = "conv"
-trace = "{}"
-num_requests = 400
-length_scale = 0.0625
-output_scale = 0.02
-max_context = 2048
-time_scale = 80
 "#,
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/traces/mooncake-conversation-400.jsonl"
-        )
+        "num_requests = 400\ntime_scale = 80\n",
     );
     let campaign = write_campaign(dir.path(), &text);
     let (code, out, err) = run(&["run", campaign.to_str().unwrap()]);
@@ -2256,36 +2378,10 @@ fn a_trace_at_two_time_scales_on_one_launch_is_served_from_cache_only_as_its_own
     // what its own block ids predict. Resending the first cell's prompts
     // served the second one ~100 % from cache.
     let dir = tempfile::tempdir().unwrap();
-    let text = sim_campaign(
+    let text = prefix_cache_replay(
         "two-scales",
-        &[
-            "--prefix-cache-block",
-            "16",
-            "--kv-capacity-tokens",
-            "4194304",
-            "--decode-step-ms",
-            "1",
-            "--decode-step-per-seq-ms",
-            "0",
-            "--prefill-tok-s",
-            "0",
-        ],
-    ) + &format!(
-        r#"[[server]]
-id = "roomy"
-[[workload]]
-name = "conv"
-trace = "{}"
-num_requests = 200
-length_scale = 0.0625
-output_scale = 0.02
-max_context = 2048
-time_scale = [80, 160]
-"#,
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/traces/mooncake-conversation-400.jsonl"
-        )
+        "[[server]]\nid = \"roomy\"\nargs = [\"--kv-capacity-tokens\", \"4194304\"]\n",
+        "num_requests = 200\ntime_scale = [80, 160]\n",
     );
     let campaign = write_campaign(dir.path(), &text);
     let (code, out, err) = run(&["run", campaign.to_str().unwrap()]);

@@ -276,6 +276,10 @@ pub struct RawWorkload {
     /// Prompts from a ShareGPT JSON or JSONL file (relative to the campaign file).
     #[serde(default)]
     pub dataset: Option<Spanned<String>>,
+    /// Checkable prompts of the campaign's own: a JSONL of prompt, check
+    /// (number, text, json, regex) and expected answer (relative to the campaign file).
+    #[serde(default)]
+    pub checks: Option<Spanned<String>>,
     /// `sharegpt` or `jsonl` (default: from the file extension).
     #[serde(default)]
     pub dataset_format: Option<crate::workload::DatasetFormat>,

@@ -37,8 +37,8 @@ pub struct PreparedRequest {
     pub label: Option<String>,
     /// Keep the answer's text (a later turn of a session needs it).
     pub capture_text: bool,
-    /// The check the answer must pass, for a built-in checkable prompt.
-    pub check: Option<&'static AnswerCheck>,
+    /// The check the answer must pass, when the prompt has one.
+    pub check: Option<Arc<AnswerCheck>>,
 }
 
 /// Builds a chat request body from the conversation so far and an output length.
@@ -185,7 +185,7 @@ impl Executor for HttpExecutor {
             rec.text.take()
         };
         if rec.is_ok() {
-            if let Some(check) = req.check {
+            if let Some(check) = &req.check {
                 let verdict = check.judge(text.as_deref().unwrap_or(""));
                 rec.answer_check = Some(verdict.is_ok());
                 rec.answer_reason = verdict.err();

@@ -1,12 +1,14 @@
 //! Request sources that turn workload settings into request bodies.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use rand::Rng;
 
 use super::driver::{PreparedRequest, RequestSource, Work};
 use crate::client::openai::{build_body, Api, PromptBody};
 use crate::util::rng::seeded;
-use crate::workload::answer_check;
+use crate::workload::answer_check::AnswerCheck;
 
 const VOCAB: [&str; 32] = [
     "river", "stone", "copper", "lantern", "orbit", "meadow", "signal", "harbor", "velvet",
@@ -72,9 +74,20 @@ impl RequestSource for SyntheticSource {
     }
 }
 
-/// Produces the prompt text, planned token count and label for a request index.
-pub type PromptFn =
-    Box<dyn FnMut(u64) -> Result<(String, Option<u64>, Option<String>), String> + Send>;
+/// One request's prompt, as a [`PromptFn`] makes it.
+pub struct Prompt {
+    /// The prompt text.
+    pub text: String,
+    /// Prompt tokens as the server will count them, when known.
+    pub planned: Option<u64>,
+    /// Prompt kind or source label.
+    pub label: Option<String>,
+    /// The check its answer must pass, when it has one.
+    pub check: Option<Arc<AnswerCheck>>,
+}
+
+/// Produces the prompt of a request index.
+pub type PromptFn = Box<dyn FnMut(u64) -> Result<Prompt, String> + Send>;
 
 /// A request source over any prompt generator, with bodies built ahead of
 /// time so prompt construction never delays a scheduled request.
@@ -107,8 +120,12 @@ impl PromptFnSource {
     }
 
     fn make(&mut self, index: u64) -> Result<PreparedRequest, String> {
-        let (text, planned, label) = (self.prompt)(index)?;
-        let check = answer_check::check_for(&text);
+        let Prompt {
+            text,
+            planned,
+            label,
+            check,
+        } = (self.prompt)(index)?;
         let body = build_body(
             self.api,
             &self.model,

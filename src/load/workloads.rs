@@ -15,9 +15,10 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::driver::{PreparedRequest, RequestSource, SessionWork, Work};
-use super::source::{PromptFn, PromptFnSource, SyntheticSource};
+use super::source::{Prompt, PromptFn, PromptFnSource, SyntheticSource};
 use crate::client::openai::{build_body, Api, ChatMessage, PromptBody};
 use crate::client::Endpoint;
+use crate::workload::answer_check::check_for;
 use crate::workload::dataset::{self, DatasetFormat, LengthFilter};
 use crate::workload::exact_len::BlockCache;
 use crate::workload::server_tokenizer::ServerTokenizer;
@@ -51,6 +52,8 @@ pub enum Prompts {
         /// Length filters.
         filter: LengthFilter,
     },
+    /// The campaign's own checkable prompts (a checks file), in a seeded order.
+    Checks(PathBuf),
     /// Multi-turn sessions of a scenario (chat API).
     Scenario(Arc<Scenario>),
     /// A production trace replayed on its own schedule, with its own
@@ -270,7 +273,36 @@ pub async fn build_source(
             let mut sampler = PromptSampler::new(selection, spec.seed);
             let prompt: PromptFn = Box::new(move |_| {
                 let (kind, text) = sampler.next_prompt();
-                Ok((text.to_string(), None, Some(kind.name().to_string())))
+                Ok(Prompt {
+                    text: text.to_string(),
+                    planned: None,
+                    label: Some(kind.name().to_string()),
+                    check: check_for(text).map(|c| Arc::new(c.clone())),
+                })
+            });
+            info.counter = "none (natural prompt lengths)".into();
+            Ok((Box::new(prompt_source(spec, prompt).await?), info))
+        }
+        Prompts::Checks(path) => {
+            let path = path.clone();
+            let checks = tokio::task::spawn_blocking(move || {
+                crate::workload::answer_check::load_user_checks(&path)
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+            // Every check once per pass, in an order drawn from the seed.
+            let mut order: Vec<usize> = (0..checks.len()).collect();
+            let mut rng = crate::util::rng::seeded(spec.seed);
+            rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
+            let prompt: PromptFn = Box::new(move |i| {
+                let c = &checks[order[(i % order.len() as u64) as usize]];
+                Ok(Prompt {
+                    text: c.prompt.clone(),
+                    planned: None,
+                    label: Some(c.kind.clone()),
+                    check: Some(c.check.clone()),
+                })
             });
             info.counter = "none (natural prompt lengths)".into();
             Ok((Box::new(prompt_source(spec, prompt).await?), info))
@@ -373,7 +405,12 @@ pub async fn build_source(
             let b = builder.clone();
             let prompt: PromptFn = Box::new(move |i| {
                 let p = b.build(&exact_spec, i).map_err(|e| e.to_string())?;
-                Ok((p.text, Some(planned), Some(label.to_string())))
+                Ok(Prompt {
+                    text: p.text,
+                    planned: Some(planned),
+                    label: Some(label.to_string()),
+                    check: None,
+                })
             });
             Ok((Box::new(prompt_source(spec, prompt).await?), info))
         }

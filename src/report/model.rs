@@ -515,6 +515,12 @@ fn prompt_text(c: &CellResult) -> String {
                 .unwrap_or_default()
         ),
         PromptSource::Scenario { name } => format!("scenario {name}"),
+        PromptSource::Checks { path, .. } => format!(
+            "checks {}",
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ),
         PromptSource::Trace { path, .. } => format!(
             "trace {}",
             path.file_name()
@@ -536,6 +542,7 @@ pub(super) fn family_of(c: &CellResult) -> String {
         PromptSource::Synthetic => format!("in{}", c.workload.input_len),
         PromptSource::PromptKinds { .. } => "kinds".into(),
         PromptSource::Dataset { .. } => "dataset".into(),
+        PromptSource::Checks { .. } => "checks".into(),
         PromptSource::Scenario { .. } => "sessions".into(),
         PromptSource::Trace { .. } => return format!("{}-trace", c.workload.workload),
     };

@@ -267,6 +267,7 @@ pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String
         PromptSource::PromptKinds { kinds } => Prompts::Kinds(
             crate::workload::PromptSelection::new(kinds.clone()).map_err(|e| e.to_string())?,
         ),
+        PromptSource::Checks { path, .. } => Prompts::Checks(path.clone()),
         PromptSource::Dataset { path, format } => Prompts::Dataset {
             path: path.clone(),
             format: *format,

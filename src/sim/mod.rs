@@ -669,7 +669,7 @@ fn reference_words(req: &GenerateRequest, cfg: &SimConfig) -> Vec<String> {
         return Vec::new();
     };
     let text = if cfg.wrong_answers {
-        spoil(check.reference)
+        spoil(&check.reference)
     } else if cfg.plausible_wrong_answers {
         check.plausible_wrong()
     } else {

@@ -31,28 +31,44 @@
 //! simulator can answer checkable prompts right (and, as faults, wrong:
 //! spoiled, or plausible with wrong values).
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::prompts::PromptKind;
 
 /// What a right answer contains.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Expect {
     /// The final answer holds these (value, tolerance) figures.
-    Numbers(&'static [(f64, f64)]),
+    Numbers(Cow<'static, [(f64, f64)]>),
     /// The final answer is this time of day (hours 0–23, minutes).
     Clock(u32, u32),
     /// The answer's JSON holds the values of the reference answer, which is JSON.
     JsonValues,
+    /// The answer, trimmed, is the reference answer exactly.
+    ExactText,
+    /// The answer matches this regular expression (the reference answer is its source).
+    Pattern(Pattern),
 }
 
-/// The check of one built-in prompt, with an answer that passes it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A compiled regular expression, equal to another with the same source.
+#[derive(Debug, Clone)]
+pub struct Pattern(pub regex::Regex);
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+/// The check of one prompt, with an answer that passes it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct AnswerCheck {
     /// What a right answer contains.
     pub expect: Expect,
-    /// A right answer, in words.
-    pub reference: &'static str,
+    /// A right answer, in words (for a pattern, its source).
+    pub reference: Cow<'static, str>,
 }
 
 impl AnswerCheck {
@@ -63,15 +79,27 @@ impl AnswerCheck {
 
     /// `Ok` when `answer` passes, else why not in one line (expected against found).
     pub fn judge(&self, answer: &str) -> Result<(), String> {
-        match self.expect {
+        match &self.expect {
             Expect::Numbers(want) => judge_numbers(answer, want),
-            Expect::Clock(h, m) => judge_clock(answer, (h, m)),
+            Expect::Clock(h, m) => judge_clock(answer, (*h, *m)),
             Expect::JsonValues => {
-                let want: Value =
-                    serde_json::from_str(self.reference).expect("reference JSON parses");
+                let want: Value = serde_json::from_str(&self.reference)
+                    .map_err(|e| format!("the reference is not JSON: {e}"))?;
                 let got = answer_json(answer)?;
                 compare_json(&want, &got, "$")
             }
+            Expect::ExactText if answer.trim() == self.reference.trim() => Ok(()),
+            Expect::ExactText => Err(format!(
+                "expected exactly {:?}, found {:?}",
+                brief_text(&self.reference),
+                brief_text(answer.trim())
+            )),
+            Expect::Pattern(p) if p.0.is_match(answer) => Ok(()),
+            Expect::Pattern(p) => Err(format!(
+                "expected a match of /{}/, found {:?}",
+                p.0.as_str(),
+                brief_text(answer.trim())
+            )),
         }
     }
 
@@ -79,7 +107,7 @@ impl AnswerCheck {
     /// a discarded first guess before a wrong final answer, or JSON with
     /// every reference key and wrong values.
     pub fn plausible_wrong(&self) -> String {
-        match self.expect {
+        match &self.expect {
             Expect::Numbers(want) => {
                 let list = |f: &dyn Fn(f64) -> f64| {
                     want.iter()
@@ -97,10 +125,12 @@ impl AnswerCheck {
                 "At first I got {h:02}:{m:02}, but that is wrong. The final answer is {:02}:{m:02}.",
                 (h + 1) % 24
             ),
-            Expect::JsonValues => {
-                let v: Value =
-                    serde_json::from_str(self.reference).expect("reference JSON parses");
-                wrong_values(&v).to_string()
+            Expect::JsonValues => match serde_json::from_str::<Value>(&self.reference) {
+                Ok(v) => wrong_values(&v).to_string(),
+                Err(_) => format!("{{}} {}", self.reference),
+            },
+            Expect::ExactText | Expect::Pattern(_) => {
+                format!("{} (unverified)", self.reference).replace(char::is_alphanumeric, "x")
             }
         }
     }
@@ -414,6 +444,15 @@ fn as_number(v: &Value) -> Option<f64> {
     }
 }
 
+/// A text in one line, shortened.
+fn brief_text(s: &str) -> String {
+    if s.chars().count() > 60 {
+        format!("{}…", s.chars().take(59).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
 /// A value in one line, shortened.
 fn brief(v: &Value) -> String {
     let s = v.to_string();
@@ -505,48 +544,184 @@ fn wrong_values(v: &Value) -> Value {
     }
 }
 
+/// A prompt of a campaign's own checks file, with its check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserCheck {
+    /// The prompt, sent as written.
+    pub prompt: String,
+    /// The label its pass rate is reported under (`kind`, default `checks`).
+    pub kind: String,
+    /// Its check.
+    pub check: std::sync::Arc<AnswerCheck>,
+}
+
+/// A line of a checks file as written.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckLine {
+    prompt: String,
+    check: String,
+    expected: Value,
+    #[serde(default)]
+    tolerance: Option<f64>,
+    #[serde(default)]
+    kind: Option<String>,
+}
+
+/// Most checks one file may hold: a bound on memory and on the work.
+pub const MAX_USER_CHECKS: usize = 100_000;
+
+/// Read a checks file: JSONL, one `{"prompt", "check", "expected"}` per
+/// line, `check` one of `number` (`expected` a number or a list of them,
+/// judged as a final answer within `tolerance`, default 0), `text` (the
+/// trimmed answer is `expected` exactly), `json` (the answer's JSON holds
+/// `expected`'s values) and `regex` (the answer matches `expected`), with
+/// an optional `kind` label; blank lines skipped. An error names the file
+/// and line.
+pub fn load_user_checks(path: &std::path::Path) -> Result<Vec<UserCheck>, super::WorkloadError> {
+    use std::io::BufRead;
+    let name = path.display().to_string();
+    let error = |line: usize, message: String| super::WorkloadError::Parse {
+        path: name.clone(),
+        location: format!("line {line}"),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|source| super::WorkloadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let n = i + 1;
+        let line = line.map_err(|e| error(n, e.to_string()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if out.len() >= MAX_USER_CHECKS {
+            return Err(error(n, format!("more than {MAX_USER_CHECKS} checks")));
+        }
+        let l: CheckLine = serde_json::from_str(&line).map_err(|e| {
+            error(
+                n,
+                format!("not a check (prompt, check, expected, optional tolerance and kind): {e}"),
+            )
+        })?;
+        let check = user_check(&l).map_err(|e| error(n, e))?;
+        out.push(UserCheck {
+            prompt: l.prompt,
+            kind: l.kind.unwrap_or_else(|| "checks".into()),
+            check: std::sync::Arc::new(check),
+        });
+    }
+    if out.is_empty() {
+        return Err(error(1, "the file holds no check".into()));
+    }
+    Ok(out)
+}
+
+/// The check a line declares, or why it declares none.
+fn user_check(l: &CheckLine) -> Result<AnswerCheck, String> {
+    let tolerance = l.tolerance.unwrap_or(0.0);
+    if !(tolerance.is_finite() && tolerance >= 0.0) {
+        return Err(format!("tolerance must be zero or more, got {tolerance}"));
+    }
+    if tolerance > 0.0 && l.check != "number" {
+        return Err("tolerance applies to `number` checks only".into());
+    }
+    let text = |what: &str| {
+        l.expected
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("a `{what}` check expects a string"))
+    };
+    Ok(match l.check.as_str() {
+        "number" => {
+            let values: Vec<f64> = match &l.expected {
+                Value::Array(items) => items.iter().map(Value::as_f64).collect::<Option<_>>(),
+                v => v.as_f64().map(|x| vec![x]),
+            }
+            .filter(|v: &Vec<f64>| !v.is_empty())
+            .ok_or("a `number` check expects a number or a list of numbers")?;
+            AnswerCheck {
+                expect: Expect::Numbers(values.iter().map(|v| (*v, tolerance)).collect()),
+                reference: Cow::Owned(
+                    values
+                        .iter()
+                        .map(|v| format_number(*v))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ),
+            }
+        }
+        "text" => AnswerCheck {
+            expect: Expect::ExactText,
+            reference: Cow::Owned(text("text")?),
+        },
+        "json" => AnswerCheck {
+            expect: Expect::JsonValues,
+            reference: Cow::Owned(l.expected.to_string()),
+        },
+        "regex" => {
+            let source = text("regex")?;
+            let re = regex::RegexBuilder::new(&source)
+                .size_limit(1 << 20)
+                .build()
+                .map_err(|e| format!("`expected` is not a regular expression: {e}"))?;
+            AnswerCheck {
+                expect: Expect::Pattern(Pattern(re)),
+                reference: Cow::Owned(source),
+            }
+        }
+        other => {
+            return Err(format!(
+                "check `{other}` is not one of number, text, json, regex"
+            ))
+        }
+    })
+}
+
 /// In the order of [`PromptKind::Arithmetic`]'s variants. Each judges the
 /// final answer (see the module doc); the reference answers end with it.
 const ARITHMETIC: &[AnswerCheck] = &[
     AnswerCheck {
         // 12 × 0.35 + 7 × 2.40 = 21.00; 50 − 21 = 29. One figure: the first
         // number after a final-answer phrase, else the last number; to the cent.
-        expect: Expect::Numbers(&[(29.0, 0.005)]),
-        reference: "12 × $0.35 = $4.20, 7 × $2.40 = $16.80, $4.20 + $16.80 = $21.00, so Maria gets $50 − $21.00 = $29.00 in change.",
+        expect: Expect::Numbers(Cow::Borrowed(&[(29.0, 0.005)])),
+        reference: Cow::Borrowed("12 × $0.35 = $4.20, 7 × $2.40 = $16.80, $4.20 + $16.80 = $21.00, so Maria gets $50 − $21.00 = $29.00 in change."),
     },
     AnswerCheck {
         // One figure, exact: the product (the division back gives 487, so
         // the reply must end on the product or name it as its answer).
-        expect: Expect::Numbers(&[(158_762.0, 0.0)]),
-        reference: "487 × 300 = 146,100 and 487 × 26 = 12,662; the check 158,762 ÷ 326 = 487 holds, so the answer is 158,762.",
+        expect: Expect::Numbers(Cow::Borrowed(&[(158_762.0, 0.0)])),
+        reference: Cow::Borrowed("487 × 300 = 146,100 and 487 × 26 = 12,662; the check 158,762 ÷ 326 = 487 holds, so the answer is 158,762."),
     },
     AnswerCheck {
         // 318 / 84 h = 3 h 47.1 min after 09:47: a time of day, the first
         // after a final-answer phrase, else the last one written.
         expect: Expect::Clock(13, 34),
-        reference: "318 ÷ 84 = 3.786 hours = 3 h 47 min, and 09:47 + 3:47 = 13:34, so it arrives at 13:34.",
+        reference: Cow::Borrowed("318 ÷ 84 = 3.786 hours = 3 h 47 min, and 09:47 + 3:47 = 13:34, so it arrives at 13:34."),
     },
     AnswerCheck {
         // 416.5 + 456 − 144. One figure, to the thousandth.
-        expect: Expect::Numbers(&[(728.5, 0.005)]),
-        reference: "17% of 2,450 = 416.5, 3/8 of 1,216 = 456, 12² = 144, so the result is 728.5.",
+        expect: Expect::Numbers(Cow::Borrowed(&[(728.5, 0.005)])),
+        reference: Cow::Borrowed("17% of 2,450 = 416.5, 3/8 of 1,216 = 456, 12² = 144, so the result is 728.5."),
     },
     AnswerCheck {
         // 1200 / (45 − 7) = 31.58 min. One figure, within 0.05 min (3 s).
-        expect: Expect::Numbers(&[(31.58, 0.05)]),
-        reference: "It gains 45 − 7 = 38 litres per minute, and 1,200 ÷ 38 = 31.58, so it is full after 31.58 minutes.",
+        expect: Expect::Numbers(Cow::Borrowed(&[(31.58, 0.05)])),
+        reference: Cow::Borrowed("It gains 45 − 7 = 38 litres per minute, and 1,200 ÷ 38 = 31.58, so it is full after 31.58 minutes."),
     },
     AnswerCheck {
         // 3·(83·84/2) + 5·(50·51/2) − 15·(16·17/2). One figure, exact.
-        expect: Expect::Numbers(&[(14_793.0, 0.0)]),
-        reference: "Multiples of 3 sum to 10,458, of 5 to 6,375, of 15 to 2,040, and 10,458 + 6,375 − 2,040 = 14,793.",
+        expect: Expect::Numbers(Cow::Borrowed(&[(14_793.0, 0.0)])),
+        reference: Cow::Borrowed("Multiples of 3 sum to 10,458, of 5 to 6,375, of 15 to 2,040, and 10,458 + 6,375 − 2,040 = 14,793."),
     },
     AnswerCheck {
         // × 14/6: 1050 g, 7 eggs, 560 ml. Three figures, all in the final
         // statement (the sentence after a final-answer phrase, else the
         // last sentence with a number); grams and millilitres within 0.5.
-        expect: Expect::Numbers(&[(1050.0, 0.5), (7.0, 0.0), (560.0, 0.5)]),
-        reference: "Everything × 14/6: 450 × 14/6 = 1,050, 3 × 14/6 = 7, 240 × 14/6 = 560. For 14 people: 1,050 g of flour, 7 eggs and 560 ml of milk.",
+        expect: Expect::Numbers(Cow::Borrowed(&[(1050.0, 0.5), (7.0, 0.0), (560.0, 0.5)])),
+        reference: Cow::Borrowed("Everything × 14/6: 450 × 14/6 = 1,050, 3 × 14/6 = 7, 240 × 14/6 = 560. For 14 people: 1,050 g of flour, 7 eggs and 560 ml of milk."),
     },
 ];
 
@@ -554,31 +729,45 @@ const ARITHMETIC: &[AnswerCheck] = &[
 const JSON_EXTRACTION: &[AnswerCheck] = &[
     AnswerCheck {
         expect: Expect::JsonValues,
-        reference: r#"{"name": "Lena Okafor", "age": 41, "city": "Rotterdam", "occupation": "marine biologist", "start_year": 2018}"#,
+        reference: Cow::Borrowed(
+            r#"{"name": "Lena Okafor", "age": 41, "city": "Rotterdam", "occupation": "marine biologist", "start_year": 2018}"#,
+        ),
     },
     AnswerCheck {
         expect: Expect::JsonValues,
-        reference: r#"{"order_id": "A-55312", "customer": "Jonas Berg", "items": [{"sku": "SKU-1180", "quantity": 2, "unit_price": 14.99}, {"sku": "SKU-2051", "quantity": 1, "unit_price": 89.00}, {"sku": "SKU-0007", "quantity": 3, "unit_price": 2.50}], "total": 126.48}"#,
+        reference: Cow::Borrowed(
+            r#"{"order_id": "A-55312", "customer": "Jonas Berg", "items": [{"sku": "SKU-1180", "quantity": 2, "unit_price": 14.99}, {"sku": "SKU-2051", "quantity": 1, "unit_price": 89.00}, {"sku": "SKU-0007", "quantity": 3, "unit_price": 2.50}], "total": 126.48}"#,
+        ),
     },
     AnswerCheck {
         expect: Expect::JsonValues,
-        reference: r#"{"timestamp": "2024-11-03T14:22:09.481Z", "level": "WARN", "service": "checkout-api", "request_id": "7f3c9a", "latency_ms": 1843, "message": "upstream payment gateway slow"}"#,
+        reference: Cow::Borrowed(
+            r#"{"timestamp": "2024-11-03T14:22:09.481Z", "level": "WARN", "service": "checkout-api", "request_id": "7f3c9a", "latency_ms": 1843, "message": "upstream payment gateway slow"}"#,
+        ),
     },
     AnswerCheck {
         expect: Expect::JsonValues,
-        reference: r#"[{"date": "4 March", "title": "board meeting", "location": "Lyon"}, {"date": "19 March", "title": "product launch", "location": "Berlin"}, {"date": "2 May", "title": "team retreat", "location": "Porto"}]"#,
+        reference: Cow::Borrowed(
+            r#"[{"date": "4 March", "title": "board meeting", "location": "Lyon"}, {"date": "19 March", "title": "product launch", "location": "Berlin"}, {"date": "2 May", "title": "team retreat", "location": "Porto"}]"#,
+        ),
     },
     AnswerCheck {
         expect: Expect::JsonValues,
-        reference: r#"{"title": "Senior Embedded Engineer", "company": "Acme Robotics", "location": "Austin, TX", "remote": false, "salary_min": 145000, "salary_max": 175000, "skills": ["C", "Rust", "RTOS", "CAN bus"]}"#,
+        reference: Cow::Borrowed(
+            r#"{"title": "Senior Embedded Engineer", "company": "Acme Robotics", "location": "Austin, TX", "remote": false, "salary_min": 145000, "salary_max": 175000, "skills": ["C", "Rust", "RTOS", "CAN bus"]}"#,
+        ),
     },
     AnswerCheck {
         expect: Expect::JsonValues,
-        reference: r#"{"street": "Karlsgatan", "number": "17", "postal_code": "411 04", "city": "Göteborg", "country": "Sweden"}"#,
+        reference: Cow::Borrowed(
+            r#"{"street": "Karlsgatan", "number": "17", "postal_code": "411 04", "city": "Göteborg", "country": "Sweden"}"#,
+        ),
     },
     AnswerCheck {
         expect: Expect::JsonValues,
-        reference: r#"{"drug": "Amoxicillin", "dose_mg": 500, "frequency_per_day": 3, "duration_days": 7, "with_food": true}"#,
+        reference: Cow::Borrowed(
+            r#"{"drug": "Amoxicillin", "dose_mg": 500, "frequency_per_day": 3, "duration_days": 7, "with_food": true}"#,
+        ),
     },
 ];
 
@@ -618,11 +807,11 @@ mod tests {
             assert_eq!(checks.len(), k.variants().len(), "{k}");
             for (v, c) in k.variants().iter().zip(checks) {
                 assert_eq!(check_for(v), Some(c));
-                assert_eq!(c.judge(c.reference), Ok(()), "{k}: {}", c.reference);
+                assert_eq!(c.judge(&c.reference), Ok(()), "{k}: {}", c.reference);
                 assert!(
-                    !c.passes(&spoil(c.reference)),
+                    !c.passes(&spoil(&c.reference)),
                     "{k}: {}",
-                    spoil(c.reference)
+                    spoil(&c.reference)
                 );
             }
         }
@@ -709,6 +898,70 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_checks_file_declares_each_kind_of_check_and_a_bad_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.jsonl");
+        let write = |text: &str| std::fs::write(&path, text).unwrap();
+        write(concat!(
+            r#"{"prompt": "p1", "check": "number", "expected": [3, 4.5], "tolerance": 0.1, "kind": "math"}"#,
+            "\n\n",
+            r#"{"prompt": "p2", "check": "text", "expected": "Paris"}"#,
+            "\n",
+            r#"{"prompt": "p3", "check": "json", "expected": {"a": [1, 2]}}"#,
+            "\n",
+            r#"{"prompt": "p4", "check": "regex", "expected": "^(yes|no)\\b"}"#,
+            "\n",
+        ));
+        let checks = load_user_checks(&path).unwrap();
+        let kinds: Vec<&str> = checks.iter().map(|c| c.kind.as_str()).collect();
+        assert_eq!(kinds, ["math", "checks", "checks", "checks"]);
+        let [math, text, json, re] = [0, 1, 2, 3].map(|i| &checks[i].check);
+        assert!(math.passes("so the final answer is 3.05 and 4.4."));
+        assert_eq!(
+            math.judge("the final answer is 3 and 5."),
+            Err("expected 3 (±0.1), 4.5 (±0.1) as the final answer, found 3, 5".into())
+        );
+        assert!(text.passes("  Paris\n") && !text.passes("Paris, France"));
+        assert!(json.passes(r#"{"a": [2, 1], "b": 0}"#));
+        assert_eq!(
+            json.judge(r#"{"a": [1]}"#),
+            Err("$.a: expected 2 items, found 1".into())
+        );
+        assert!(re.passes("yes, it is") && !re.passes("maybe"));
+        for (line, why) in [
+            (
+                r#"{"prompt": "p", "check": "words", "expected": 1}"#,
+                "check `words` is not one of number, text, json, regex",
+            ),
+            (
+                r#"{"prompt": "p", "check": "text", "expected": 1}"#,
+                "a `text` check expects a string",
+            ),
+            (
+                r#"{"prompt": "p", "check": "text", "expected": "a", "tolerance": 1}"#,
+                "tolerance applies to `number` checks only",
+            ),
+            (
+                r#"{"prompt": "p", "check": "number", "expected": []}"#,
+                "a `number` check expects a number or a list of numbers",
+            ),
+            (
+                r#"{"prompt": "p", "check": "number", "expected": 1, "oops": 1}"#,
+                "unknown field `oops`",
+            ),
+        ] {
+            write(&format!("\n{line}\n"));
+            let e = load_user_checks(&path).unwrap_err().to_string();
+            assert!(e.contains("line 2") && e.contains(why), "{line}: {e}");
+        }
+        write("\n");
+        assert!(load_user_checks(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("no check"));
+    }
+
     /// Every leaf of `v` with its path, as `compare_json` names it.
     fn leaves(v: &Value, path: String, out: &mut Vec<String>) {
         match v {
@@ -755,13 +1008,32 @@ mod tests {
         }
     }
 
+    /// `v` with the last item of the list at `path` left out.
+    fn without_last_item(v: &Value, path: &str, here: String) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, x)| (k.clone(), without_last_item(x, path, format!("{here}.{k}"))))
+                    .collect(),
+            ),
+            Value::Array(a) if here == path => Value::Array(a[..a.len() - 1].to_vec()),
+            Value::Array(a) => Value::Array(
+                a.iter()
+                    .enumerate()
+                    .map(|(i, x)| without_last_item(x, path, format!("{here}[{i}]")))
+                    .collect(),
+            ),
+            leaf => leaf.clone(),
+        }
+    }
+
     #[test]
     fn json_extraction_fails_on_any_wrong_value_missing_item_or_truncation_with_a_reason() {
         for (k, c) in all_checks()
             .into_iter()
             .filter(|(_, c)| c.expect == Expect::JsonValues)
         {
-            let reference: Value = serde_json::from_str(c.reference).unwrap();
+            let reference: Value = serde_json::from_str(&c.reference).unwrap();
             // Each value made wrong, keys kept: fails, naming that value.
             let mut paths = Vec::new();
             leaves(&reference, "$".into(), &mut paths);
@@ -770,6 +1042,20 @@ mod tests {
                 let why = c.judge(&wrong).expect_err(&format!("{k} {path}: {wrong}"));
                 let place = path.split('[').next().unwrap();
                 assert!(why.starts_with(place), "{k} {path}: {why}");
+            }
+            // Each list with one item fewer: fails, naming the list.
+            for path in paths
+                .iter()
+                .filter_map(|p| p.rsplit_once('[').map(|(list, _)| list.to_string()))
+            {
+                let shorter = without_last_item(&reference, &path, "$".into()).to_string();
+                let why = c
+                    .judge(&shorter)
+                    .expect_err(&format!("{k} {path}: {shorter}"));
+                assert!(
+                    why.starts_with(&format!("{path}: expected")) && why.contains("items, found"),
+                    "{k} {path}: {why}"
+                );
             }
             // Cut anywhere inside the JSON: fails (a complete inner value
             // of a cut-off list is not the answer).

@@ -386,3 +386,71 @@ grace_period = "3s"
     );
     assert!(code == 0 || code == 3, "{stderr}");
 }
+
+#[test]
+fn real_llamacpp_answers_are_judged_by_a_campaigns_own_checks_file() {
+    let _turn = real_engine_turn();
+    let dir = tempfile::tempdir().unwrap();
+    // Questions the 135M model answers right when greedy (as measured:
+    // "The capital of France is Paris.", "2 + 3 = 5", a fenced
+    // {"ok": true}), and one check that expects a wrong figure.
+    let lines = [
+        serde_json::json!({"prompt": "What is the capital of France? Answer with one word.", "check": "regex", "expected": "(?i)\\bparis\\b", "kind": "facts"}),
+        serde_json::json!({"prompt": "What is 2 + 3? Answer with a number only.", "check": "number", "expected": 5, "kind": "facts"}),
+        serde_json::json!({"prompt": "Reply with the JSON object {\"ok\": true} and nothing else.", "check": "json", "expected": {"ok": true}, "kind": "facts"}),
+        serde_json::json!({"prompt": "What is 2 + 3? Answer with a number only.", "check": "number", "expected": 6, "kind": "facts"}),
+    ];
+    let file: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.path().join("mine.jsonl"), file).unwrap();
+    let head = real_llamacpp_head("own-checks", &[], 1024);
+    let text = format!(
+        r#"{head}
+[[server]]
+id = "one"
+[[workload]]
+name = "mine"
+api = "chat"
+checks = "mine.jsonl"
+output_len = 32
+concurrency = 1
+num_requests = 4
+[run]
+baseline = "one"
+health_timeout = "120s"
+request_timeout = "120s"
+"#
+    );
+    let campaign = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let root = dir.path().join("results/own-checks");
+    let cell = &cells(&root)["one/mine-checks-out32-c1"];
+    let reqs = cell["summary"]["requests"].as_array().unwrap();
+    assert_eq!(reqs.len(), 4);
+    let failed: Vec<&serde_json::Value> =
+        reqs.iter().filter(|r| r["answer_check"] == false).collect();
+    assert_eq!(failed.len(), 1, "{reqs:?}");
+    assert_eq!(
+        failed[0]["answer_reason"], "expected 6 as the last number, found 5",
+        "{}",
+        failed[0]
+    );
+    assert!(reqs
+        .iter()
+        .all(|r| r["label"] == "facts" && r["answer_check"].is_boolean()));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let facts = &report["answers"][0]["checks"][0];
+    assert_eq!(
+        (&facts["kind"], &facts["checked"], &facts["passed"]),
+        (&"facts".into(), &4.into(), &3.into()),
+        "{facts}"
+    );
+    assert_eq!(
+        facts["failures"][0],
+        "mine-checks-out32-c1 #".to_string()
+            + &failed[0]["index"].to_string()
+            + ": expected 6 as the last number, found 5",
+        "{facts}"
+    );
+}

@@ -39,6 +39,15 @@ pub enum PromptSource {
         /// Its format.
         format: crate::workload::DatasetFormat,
     },
+    /// The campaign's own checkable prompts, in a seeded order.
+    Checks {
+        /// The file.
+        path: PathBuf,
+        /// The first 16 hex digits of its SHA-256: another file is another cell.
+        digest: String,
+        /// Checks it holds.
+        count: u64,
+    },
     /// Multi-turn sessions; `num_requests` counts sessions.
     Scenario {
         /// Built-in name or file path.
@@ -107,6 +116,7 @@ impl WorkloadPoint {
             PromptSource::Synthetic => format!("in{}", self.input_len),
             PromptSource::PromptKinds { .. } => "kinds".to_string(),
             PromptSource::Dataset { .. } => "dataset".to_string(),
+            PromptSource::Checks { .. } => "checks".to_string(),
             PromptSource::Scenario { .. } => "sessions".to_string(),
             PromptSource::Trace { .. } => "trace".to_string(),
         };
@@ -484,16 +494,30 @@ fn prompt_source(
         w.prompt_kinds.is_some(),
         w.dataset.is_some(),
         w.scenario.is_some(),
+        w.checks.is_some(),
     ];
     if chosen.iter().filter(|c| **c).count() > 1 {
         return Err(src.error(
             &w.name,
             format!(
-                "workload `{name}`: give at most one of `prompt_kinds`, `dataset` and `scenario`"
+                "workload `{name}`: give at most one of `prompt_kinds`, `dataset`, `scenario` and `checks`"
             ),
         ));
     }
     let source = match &w.prompt_kinds {
+        None if w.checks.is_some() => {
+            let f = w.checks.as_ref().expect("checked");
+            let path = relative(&base_dir(src), f.get_ref());
+            let checks = crate::workload::answer_check::load_user_checks(&path)
+                .map_err(|e| src.error(f, e.to_string()))?;
+            let digest =
+                crate::workload::trace::digest(&path).map_err(|e| src.error(f, e.to_string()))?;
+            PromptSource::Checks {
+                path,
+                digest,
+                count: checks.len() as u64,
+            }
+        }
         None if w.dataset.is_some() => {
             let d = w.dataset.as_ref().expect("checked");
             let path = relative(&base_dir(src), d.get_ref());

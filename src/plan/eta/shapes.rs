@@ -15,9 +15,9 @@ pub fn request_shape(w: &WorkloadPoint) -> (f64, f64) {
         PromptSource::PromptKinds { kinds } => {
             (kinds_prompt_words(kinds) + 12.0, w.output_len as f64)
         }
-        PromptSource::Dataset { .. } | PromptSource::Scenario { .. } => {
-            (256.0, w.output_len as f64)
-        }
+        PromptSource::Dataset { .. }
+        | PromptSource::Scenario { .. }
+        | PromptSource::Checks { .. } => (256.0, w.output_len as f64),
         PromptSource::Trace {
             mean_input,
             mean_output,
