@@ -1718,14 +1718,47 @@ num_requests = 4
     assert!(plan["cpu"].is_null(), "{}", plan["cpu"]);
 }
 
+/// Run an answer-checks campaign in `dir` whose `bad-math` server answers
+/// wrong (the run exits 3): its results directory, the run's terminal
+/// output and its report.json.
+fn run_wrong_answers(dir: &Path, text: &str) -> (PathBuf, String, serde_json::Value) {
+    let p = write_campaign(dir, text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "the wrong answers fail the run\n{out}\n{err}");
+    let root = dir.join("results/answer-checks");
+    let report = serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    (root, out, report)
+}
+
+/// The answer figures of `server` in `report`.
+fn answers_of(report: &serde_json::Value, server: &str) -> serde_json::Value {
+    report["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["server_id"] == server)
+        .unwrap_or_else(|| panic!("no answers of {server}: {}", report["answers"]))
+        .clone()
+}
+
+/// Every pick of `report` is the baseline, with `bad-math` excluded.
+fn assert_the_baseline_is_picked_over_bad_math(report: &serde_json::Value) {
+    for pick in report["slo_picks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(report["stream_picks"].as_array().unwrap())
+    {
+        assert_eq!(pick["best"]["server_id"], "baseline", "{pick}");
+        assert_eq!(pick["excluded"][0]["server_id"], "bad-math", "{pick}");
+    }
+}
+
 #[test]
 fn a_server_that_answers_arithmetic_wrong_at_the_same_speed_is_flagged_by_its_pass_rate() {
     let dir = tempfile::tempdir().unwrap();
     let text = example("answer-checks.toml");
-    let p = write_campaign(dir.path(), &text);
-    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
-    assert_eq!(code, 3, "the wrong answers fail the run\n{out}\n{err}");
-    let root = dir.path().join("results/answer-checks");
+    let (root, out, report) = run_wrong_answers(dir.path(), &text);
     let cells = cells(&root);
     // Every answer to a checkable prompt is checked when it arrives: the
     // baseline's pass, the spoiled ones do not.
@@ -1748,15 +1781,7 @@ fn a_server_that_answers_arithmetic_wrong_at_the_same_speed_is_flagged_by_its_pa
         let md = std::fs::read_to_string(root.join("report.md")).unwrap();
         assert!(md.contains(&l), "report.md lacks {l}");
     }
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
-    let bad = report["answers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["server_id"] == "bad-math")
-        .unwrap()
-        .clone();
+    let bad = answers_of(&report, "bad-math");
     let arith = &bad["checks"][0];
     assert_eq!(arith["kind"], "arithmetic");
     assert_eq!(
@@ -1784,15 +1809,7 @@ fn a_server_that_answers_arithmetic_wrong_at_the_same_speed_is_flagged_by_its_pa
             .starts_with("arithmetic answers fail their check: 0 of 6 pass here, the baseline's 6 of 6 to the same prompts"),
         "{problem}"
     );
-    for pick in report["slo_picks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .chain(report["stream_picks"].as_array().unwrap())
-    {
-        assert_eq!(pick["best"]["server_id"], "baseline", "{pick}");
-        assert_eq!(pick["excluded"][0]["server_id"], "bad-math", "{pick}");
-    }
+    assert_the_baseline_is_picked_over_bad_math(&report);
 }
 
 #[test]
@@ -1807,10 +1824,7 @@ fn a_server_with_right_shapes_and_wrong_values_is_flagged_with_its_reasons_and_n
         "args = [\"--plausible-wrong-answers\"]",
     );
     assert!(text.contains("--plausible-wrong-answers"));
-    let p = write_campaign(dir.path(), &text);
-    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
-    assert_eq!(code, 3, "the wrong answers fail the run\n{out}\n{err}");
-    let root = dir.path().join("results/answer-checks");
+    let (root, _, report) = run_wrong_answers(dir.path(), &text);
     let cells = cells(&root);
     for (id, pass) in [("baseline", true), ("bad-math", false)] {
         let reqs = cells[&format!("{id}/checked-kinds-out64-c2")]["summary"]["requests"]
@@ -1842,15 +1856,7 @@ fn a_server_with_right_shapes_and_wrong_values_is_flagged_with_its_reasons_and_n
             );
         }
     }
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
-    let bad = report["answers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["server_id"] == "bad-math")
-        .unwrap()
-        .clone();
+    let bad = answers_of(&report, "bad-math");
     for check in bad["checks"].as_array().unwrap() {
         assert_eq!(check["passed"], 0, "{check}");
         assert_eq!(check["flagged"], true, "{check}");
@@ -1869,15 +1875,7 @@ fn a_server_with_right_shapes_and_wrong_values_is_flagged_with_its_reasons_and_n
         md.contains("(first failures: checked-kinds-out64-c2 #"),
         "{md}"
     );
-    for pick in report["slo_picks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .chain(report["stream_picks"].as_array().unwrap())
-    {
-        assert_eq!(pick["best"]["server_id"], "baseline", "{pick}");
-        assert_eq!(pick["excluded"][0]["server_id"], "bad-math", "{pick}");
-    }
+    assert_the_baseline_is_picked_over_bad_math(&report);
 }
 
 #[test]
@@ -1904,10 +1902,7 @@ fn a_campaigns_own_checks_file_judges_every_answer_and_flags_the_server_that_get
             "prompt_kinds = [\"arithmetic\", \"json-extraction\"]",
             "checks = \"mine.jsonl\"",
         );
-    let p = write_campaign(dir.path(), &text);
-    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
-    assert_eq!(code, 3, "the wrong answers fail the run\n{out}\n{err}");
-    let root = dir.path().join("results/answer-checks");
+    let (root, _, report) = run_wrong_answers(dir.path(), &text);
     let cells = cells(&root);
     let reqs = |id: &str| {
         cells[&format!("{id}/checked-checks-out64-c2")]["summary"]["requests"]
@@ -1952,15 +1947,7 @@ fn a_campaigns_own_checks_file_judges_every_answer_and_flags_the_server_that_get
     };
     assert!(shop("baseline").iter().all(|r| r["answer_check"] == true));
     assert!(shop("bad-math").iter().all(|r| r["answer_check"] == false));
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
-    let bad = report["answers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["server_id"] == "bad-math")
-        .unwrap()
-        .clone();
+    let bad = answers_of(&report, "bad-math");
     let kinds: Vec<(&str, bool)> = bad["checks"]
         .as_array()
         .unwrap()
@@ -1972,6 +1959,7 @@ fn a_campaigns_own_checks_file_judges_every_answer_and_flags_the_server_that_get
         assert_eq!(pick["best"]["server_id"], "baseline", "{pick}");
     }
     // Editing the checks file makes its cells another measurement.
+    let p = dir.path().join("campaign.toml");
     let (_, plan, _) = run(&["plan", p.to_str().unwrap()]);
     assert_eq!(plan.matches("  cached\n").count(), 2, "{plan}");
     let edited = std::fs::read_to_string(dir.path().join("mine.jsonl"))
