@@ -69,6 +69,23 @@ struct Measurement {
     telemetry: Telemetry,
 }
 
+impl Measurement {
+    /// A cell whose load did not run, and why (nothing was read around it).
+    fn not_run(reset: Option<crate::store::CacheReset>, why: String) -> Self {
+        Measurement {
+            reset,
+            summary: Err(why.clone()),
+            telemetry: Telemetry {
+                before: Err(why.clone()),
+                after: Err(why),
+                lag_note: None,
+                gpus: Vec::new(),
+                gpu_note: None,
+            },
+        }
+    }
+}
+
 /// What was read around a cell's load.
 struct Telemetry {
     before: Result<crate::telemetry::Scrape, String>,
@@ -342,19 +359,7 @@ impl<'a> GroupRun<'a> {
         let (c, id) = (self.c, &self.g.server.id);
         let ep = match endpoint_for(c, &running.url, cell.workload.api) {
             Ok(ep) => ep,
-            Err(e) => {
-                return Measurement {
-                    reset: None,
-                    summary: Err(e.to_string()),
-                    telemetry: Telemetry {
-                        before: Err(e.to_string()),
-                        after: Err(e.to_string()),
-                        lag_note: None,
-                        gpus: Vec::new(),
-                        gpu_note: None,
-                    },
-                }
-            }
+            Err(e) => return Measurement::not_run(None, e.to_string()),
         };
         // Emptied before the counters are read, so the cell's counter
         // deltas cover its own requests on a cold cache.
@@ -367,17 +372,7 @@ impl<'a> GroupRun<'a> {
                 "not measured: the engine's prefix cache could not be emptied before the cell (reset_prefix_cache; {} after {} attempts)",
                 r.detail, r.attempts
             );
-            return Measurement {
-                reset,
-                summary: Err(why.clone()),
-                telemetry: Telemetry {
-                    before: Err(why.clone()),
-                    after: Err(why),
-                    lag_note: None,
-                    gpus: Vec::new(),
-                    gpu_note: None,
-                },
-            };
+            return Measurement::not_run(reset, why);
         }
         let before = telemetry::scrape(&ep, c.engine.kind).await;
         let sampler = telemetry::GpuSampler::start(&running.run.gpus);

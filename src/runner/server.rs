@@ -250,16 +250,15 @@ const RESET_ATTEMPTS: u32 = 20;
 /// blocks); `None` when the engine has no such endpoint.
 pub async fn reset_prefix_cache(ep: &Endpoint, engine: EngineKind) -> Option<CacheReset> {
     let path = engine.prefix_cache_reset()?.path;
+    let outcome = |emptied, attempts, answer: &str| CacheReset {
+        emptied,
+        attempts,
+        detail: format!("POST {path}: {answer}"),
+    };
     let mut last = String::new();
     for attempt in 1..=RESET_ATTEMPTS {
         match ep.post_empty(path, Duration::from_secs(30)).await {
-            Ok((200, body)) if !refused(&body) => {
-                return Some(CacheReset {
-                    emptied: true,
-                    attempts: attempt,
-                    detail: format!("POST {path}: HTTP 200"),
-                })
-            }
+            Ok((200, body)) if !refused(&body) => return Some(outcome(true, attempt, "HTTP 200")),
             Ok((status, body)) => {
                 let text = String::from_utf8_lossy(&body);
                 last = format!(
@@ -269,22 +268,13 @@ pub async fn reset_prefix_cache(ep: &Endpoint, engine: EngineKind) -> Option<Cac
             }
             // Not there at all: no retry will change that.
             Err(f) if f.class == FailureClass::Connection => {
-                last = f.detail;
-                return Some(CacheReset {
-                    emptied: false,
-                    attempts: attempt,
-                    detail: format!("POST {path}: {last}"),
-                });
+                return Some(outcome(false, attempt, &f.detail))
             }
             Err(f) => last = f.detail,
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    Some(CacheReset {
-        emptied: false,
-        attempts: RESET_ATTEMPTS,
-        detail: format!("POST {path}: {last}"),
-    })
+    Some(outcome(false, RESET_ATTEMPTS, &last))
 }
 
 /// Whether a 200 answer still says the reset did not happen (vLLM's

@@ -21,17 +21,15 @@ fn env(var: &str) -> String {
     })
 }
 
-/// Two servers (autoregressive, n-gram speculation), prompt kinds at
-/// concurrency 1 and 2, an exact-length workload, a trace's first requests
-/// replayed one at a time at two time scales on one launch (its blocks
-/// scaled to the CPU build's 128-token cache blocks) and a
-/// prompt longer than the context. The context limit is passed as a raw flag so that the plan,
-/// which cannot see it, lets the over-long cell reach the server.
-fn campaign(dir: &Path, marker: &str) -> PathBuf {
-    let text = format!(
+/// The head of a campaign `name` serving the test model with the real vLLM
+/// (its CPU build, eager, a 2,048-token context), every process it starts
+/// tagged with `marker` in its environment; `[defaults]`, servers,
+/// workloads and `[run]` follow.
+fn vllm_head(name: &str, marker: &str) -> String {
+    format!(
         r#"
 [campaign]
-name = "vllm-real"
+name = "{name}"
 results_dir = "results"
 [model]
 path = "{model}"
@@ -41,7 +39,22 @@ kind = "vllm"
 executable = ["{bin}", "serve"]
 args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--enforce-eager"]
 env = {{ VLLM_CPU_KVCACHE_SPACE = "1", HF_HUB_OFFLINE = "1", SERVEBENCH_TEST_TAG = "{marker}" }}
-[defaults]
+"#,
+        model = env("SERVEBENCH_VLLM_MODEL"),
+        bin = env("SERVEBENCH_VLLM_BIN"),
+    )
+}
+
+/// Two servers (autoregressive, n-gram speculation), prompt kinds at
+/// concurrency 1 and 2, an exact-length workload, a trace's first requests
+/// replayed one at a time at two time scales on one launch (its blocks
+/// scaled to the CPU build's 128-token cache blocks) and a
+/// prompt longer than the context. The context limit is passed as a raw flag so that the plan,
+/// which cannot see it, lets the over-long cell reach the server.
+fn campaign(dir: &Path, marker: &str) -> PathBuf {
+    let text = vllm_head("vllm-real", marker)
+        + &format!(
+            r#"[defaults]
 max_running_requests = 4
 [[server]]
 id = "ar"
@@ -89,13 +102,11 @@ health_timeout = "600s"
 request_timeout = "120s"
 grace_period = "10s"
 "#,
-        model = env("SERVEBENCH_VLLM_MODEL"),
-        bin = env("SERVEBENCH_VLLM_BIN"),
-        trace = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/traces/mooncake-conversation-400.jsonl"
-        ),
-    );
+            trace = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/traces/mooncake-conversation-400.jsonl"
+            ),
+        );
     let p = dir.join("campaign.toml");
     std::fs::write(&p, text).unwrap();
     p
@@ -404,20 +415,8 @@ fn real_vllm_reset_prefix_cache_before_each_cell_shows_in_its_own_counters() {
         format!("{{\"prompt\": \"{}\"}}\n", sentence.repeat(24)),
     )
     .unwrap();
-    let text = format!(
-        r#"
-[campaign]
-name = "vllm-reset"
-results_dir = "results"
-[model]
-path = "{model}"
-name = "smollm2-135m"
-[engine]
-kind = "vllm"
-executable = ["{bin}", "serve"]
-args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--enforce-eager"]
-env = {{ VLLM_CPU_KVCACHE_SPACE = "1", HF_HUB_OFFLINE = "1", SERVEBENCH_TEST_TAG = "{marker}" }}
-[[server]]
+    let text = vllm_head("vllm-reset", &marker)
+        + r#"[[server]]
 id = "ar"
 [[workload]]
 name = "same"
@@ -431,10 +430,7 @@ reset_prefix_cache = true
 health_timeout = "600s"
 request_timeout = "120s"
 grace_period = "10s"
-"#,
-        model = env("SERVEBENCH_VLLM_MODEL"),
-        bin = env("SERVEBENCH_VLLM_BIN"),
-    );
+"#;
     let file = dir.path().join("campaign.toml");
     std::fs::write(&file, text).unwrap();
     let (code, stdout, stderr) = run(&["run", file.to_str().unwrap()]);
