@@ -288,15 +288,13 @@ fn changing_one_server_parameter_makes_only_its_cells_stale() {
         dir.path(),
         fast.replace("max_running_requests = 8", "max_running_requests = 16"),
     );
-    let (code, stdout, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);
-    assert_eq!(code, 0);
-    let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    for g in plan["groups"].as_array().unwrap() {
-        let id = g["server"]["id"].as_str().unwrap();
-        for c in g["cells"].as_array().unwrap() {
-            let want = if id == "b" { "stale" } else { "cached" };
-            assert_eq!(c["verdict"], want, "{id} {}", c["name"]);
-        }
+    for (cell, label) in plan_labels(&campaign) {
+        let want = if cell.starts_with("b/") {
+            "stale: server max_running_requests 8 → 16"
+        } else {
+            "cached"
+        };
+        assert_eq!(label, want, "{cell}");
     }
     // Renaming a server and reordering keys changes nothing.
     write_campaign(dir.path(), fast.replace("id = \"c\"", "id = \"c2\""));
@@ -308,6 +306,189 @@ fn changing_one_server_parameter_makes_only_its_cells_stale() {
         .iter()
         .flat_map(|g| g["cells"].as_array().unwrap())
         .all(|c| c["verdict"] == "cached"));
+}
+
+/// Every planned cell of `campaign` as `server/cell` → `stale: reason`,
+/// `cached`, `run`, … (the label `plan` prints).
+fn plan_labels(campaign: &Path) -> BTreeMap<String, String> {
+    let (code, stdout, stderr) = run(&["plan", "--json", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let mut out = BTreeMap::new();
+    for g in plan["groups"].as_array().unwrap() {
+        for c in g["cells"].as_array().unwrap() {
+            let mut label = c["verdict"].as_str().unwrap().to_string();
+            if let Some(r) = c["reason"].as_str() {
+                label = format!("{label}: {r}");
+            }
+            out.insert(
+                format!(
+                    "{}/{}",
+                    g["server"]["id"].as_str().unwrap(),
+                    c["name"].as_str().unwrap()
+                ),
+                label,
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn editing_a_scenario_or_dataset_file_makes_exactly_its_cells_stale_and_run_measures_them_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = |turn: &str, out: u32| {
+        format!(
+            "# two turns\nsystem = \"You are terse.\"\n[[turns]]\nuser = \"Name a prime.\"\noutput_len = 8\n[[turns]]\nuser = \"{turn}\"\noutput_len = {out}\n"
+        )
+    };
+    std::fs::write(dir.path().join("talk.toml"), scenario("And another?", 8)).unwrap();
+    let dataset = |n: u32| {
+        (0..4)
+            .map(|i| {
+                format!(
+                    "{{\"prompt\": \"Count to {}.\", \"output_len\": 6}}\n",
+                    i + n
+                )
+            })
+            .collect::<String>()
+    };
+    std::fs::write(dir.path().join("prompts.jsonl"), dataset(3)).unwrap();
+    let text = steady_sim_campaign("files", "1")
+        + r#"[[server]]
+id = "a"
+[[workload]]
+name = "talk"
+api = "chat"
+scenario = "talk.toml"
+output_len = 8
+concurrency = 1
+num_requests = 2
+[[workload]]
+name = "data"
+dataset = "prompts.jsonl"
+output_len = 8
+concurrency = [1, 2]
+num_requests = 4
+[[workload]]
+name = "plain"
+input_len = 64
+output_len = 8
+concurrency = 1
+num_requests = 2
+"#;
+    let campaign = write_campaign(dir.path(), &text);
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let all_cached = plan_labels(&campaign);
+    assert_eq!(all_cached.len(), 4);
+    assert!(all_cached.values().all(|v| v == "cached"), "{all_cached:?}");
+
+    // A comment and spacing edit sends nothing new: every cell is kept.
+    std::fs::write(
+        dir.path().join("talk.toml"),
+        format!("# reworded comment\n\n{}", scenario("And another?", 8)),
+    )
+    .unwrap();
+    assert_eq!(plan_labels(&campaign), all_cached);
+
+    // One turn's text and length edited: the session cell alone is stale.
+    std::fs::write(
+        dir.path().join("talk.toml"),
+        scenario("And a smaller one?", 4),
+    )
+    .unwrap();
+    let labels = plan_labels(&campaign);
+    for (cell, label) in &labels {
+        let want = if cell.contains("talk-") {
+            "stale: scenario file changed"
+        } else {
+            "cached"
+        };
+        assert_eq!(label, want, "{cell}");
+    }
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("1 cells measured, 3 reused"), "{stderr}");
+    let talk = std::fs::read_to_string(
+        dir.path()
+            .join("results/files/cells/a/talk-sessions-out8-c1.json"),
+    )
+    .unwrap();
+    // The edited turn's length (under the workload's cap) is what was asked for.
+    assert!(talk.contains("\"requested_output_tokens\":4"), "{talk}");
+    assert!(plan_labels(&campaign).values().all(|v| v == "cached"));
+
+    // The dataset's content edited: both of its cells, and no other.
+    std::fs::write(dir.path().join("prompts.jsonl"), dataset(5)).unwrap();
+    let labels = plan_labels(&campaign);
+    for (cell, label) in &labels {
+        let want = if cell.contains("data-") {
+            "stale: dataset file changed"
+        } else {
+            "cached"
+        };
+        assert_eq!(label, want, "{cell}");
+    }
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("2 cells measured, 2 reused"), "{stderr}");
+}
+
+#[test]
+fn twin_servers_keep_and_reuse_only_their_own_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = steady_sim_campaign("twins", "1")
+        + r#"[[server]]
+id = "first"
+max_running_requests = 8
+[[server]]
+id = "second"
+max_running_requests = 8
+[[server]]
+id = "other"
+max_running_requests = 4
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 8
+concurrency = [1, 2]
+num_requests = 3
+"#;
+    let campaign = write_campaign(dir.path(), &text);
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("6 cells measured, 0 reused"), "{stderr}");
+    let root = dir.path().join("results/twins");
+    let identity = |server: &str| {
+        let cell: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(root.join(format!("cells/{server}/w-in64-out8-c1.json"))).unwrap(),
+        )
+        .unwrap();
+        cell["identity"].as_str().unwrap().to_string()
+    };
+    assert_ne!(identity("first"), identity("second"));
+    // One twin's cells removed: only that twin has cells to measure.
+    std::fs::remove_dir_all(root.join("cells/second")).unwrap();
+    let labels = plan_labels(&campaign);
+    for (cell, label) in &labels {
+        let want = if cell.starts_with("second/") {
+            "run"
+        } else {
+            "cached"
+        };
+        assert_eq!(label, want, "{cell}");
+    }
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("2 cells measured, 4 reused"), "{stderr}");
+    // Renaming a twin keeps its cells: it is still the second of the two.
+    write_campaign(
+        dir.path(),
+        text.replace("id = \"second\"", "id = \"again\""),
+    );
+    let labels = plan_labels(&campaign);
+    assert!(labels.values().all(|v| v == "cached"), "{labels:?}");
 }
 
 #[test]
@@ -1967,7 +2148,11 @@ fn a_campaigns_own_checks_file_judges_every_answer_and_flags_the_server_that_get
         .replace("banana", "cherry");
     std::fs::write(dir.path().join("mine.jsonl"), edited).unwrap();
     let (_, plan, _) = run(&["plan", p.to_str().unwrap()]);
-    assert_eq!(plan.matches("  stale\n").count(), 2, "{plan}");
+    assert_eq!(
+        plan.matches("  stale: checks file changed\n").count(),
+        2,
+        "{plan}"
+    );
     // A bad line is refused where the campaign names the file, with its line.
     std::fs::write(
         dir.path().join("mine.jsonl"),
@@ -2477,7 +2662,12 @@ reset_prefix_cache = {reset}
         "plan",
         write_campaign(dir.path(), text(true)).to_str().unwrap(),
     ]);
-    assert_eq!(plan.matches("  stale\n").count(), 2, "{plan}");
+    assert_eq!(
+        plan.matches("  stale: reset_prefix_cache turned on\n")
+            .count(),
+        2,
+        "{plan}"
+    );
     let cold = first_cached(true);
     assert_eq!(cold, [0, 0], "{cold:?}");
     // An engine with no reset endpoint is refused where the setting is written.

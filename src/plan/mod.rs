@@ -6,6 +6,7 @@ pub mod eta;
 pub mod feasibility;
 pub mod filter;
 pub mod prior;
+pub mod stale;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -32,12 +33,12 @@ pub enum Verdict {
     Run,
     /// A result with the same identity is stored; reuse it.
     Cached,
-    /// A result is stored under this name but with other settings; measure again.
-    Stale,
+    /// A result is stored under this name but for other settings, input
+    /// files or engine build; measure again. The reason names what changed
+    /// (empty when it cannot be told).
+    Stale(String),
     /// Cannot run; the reason says why.
     Skip(String),
-    /// A result is stored, measured on another engine build; measure again.
-    NewVersion(String),
     /// Its server crashed on the last run: not launched again unless asked
     /// (`--retry-crashed`); the reason names the crash.
     CrashedBefore(String),
@@ -48,7 +49,7 @@ pub enum Verdict {
 impl Verdict {
     /// Whether `run` measures this cell.
     pub fn runs(&self) -> bool {
-        matches!(self, Verdict::Run | Verdict::Stale | Verdict::NewVersion(_))
+        matches!(self, Verdict::Run | Verdict::Stale(_))
     }
 
     /// The verdict's kind, as the plan's totals count it.
@@ -56,7 +57,7 @@ impl Verdict {
         match self {
             Verdict::Run => "run",
             Verdict::Cached => "cached",
-            Verdict::Stale | Verdict::NewVersion(_) => "stale",
+            Verdict::Stale(_) => "stale",
             Verdict::Skip(_) => "skip",
             Verdict::CrashedBefore(_) => "skip (crashed before)",
             Verdict::Enough(_) => "not needed",
@@ -68,9 +69,9 @@ impl Verdict {
         match self {
             Verdict::Run => "run".into(),
             Verdict::Cached => "cached".into(),
-            Verdict::Stale => "stale".into(),
+            Verdict::Stale(r) if r.is_empty() => "stale".into(),
+            Verdict::Stale(r) => format!("stale: {r}"),
             Verdict::Skip(r) => format!("skip: {r}"),
-            Verdict::NewVersion(r) => format!("stale: {r}"),
             Verdict::CrashedBefore(r) => format!("skip: {r}"),
             Verdict::Enough(r) => format!("not needed: {r}"),
         }
@@ -362,8 +363,8 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             warnings.extend(est.prompt_build.advice(w));
             let verdict = match skip {
                 Some(reason) => Verdict::Skip(reason),
-                None => match stored_verdict(index, &identity, &s.id, &name, opts) {
-                    v @ (Verdict::Run | Verdict::Stale) if !opts.force => {
+                None => match stored_verdict(c, index, (&identity, s, w), &name, opts) {
+                    v @ (Verdict::Run | Verdict::Stale(_)) if !opts.force => {
                         match enough_repetitions(c, w, |p| {
                             let id = cell_identity(c, s, p);
                             let stored = index.by_identity.get(&id)?;
@@ -615,7 +616,9 @@ fn plan_search(
     let (probed, step) = search::replay(spec, |k| {
         let w = search.probe(k);
         let identity = cell_identity(c, s, &w);
-        if stored_verdict(cx.index, &identity, &s.id, &w.cell_name(), cx.opts) != Verdict::Cached {
+        if stored_verdict(c, cx.index, (&identity, s, &w), &w.cell_name(), cx.opts)
+            != Verdict::Cached
+        {
             return None;
         }
         let stored = cx.index.by_identity.get(&identity)?;
@@ -680,9 +683,9 @@ fn crashed_before(index: &StoreIndex, cells: &[PlannedCell], server: &str) -> Op
 }
 
 fn stored_verdict(
+    c: &Campaign,
     index: &StoreIndex,
-    identity: &str,
-    server: &str,
+    (identity, server, workload): (&str, &ServerConfig, &WorkloadPoint),
     name: &str,
     opts: &PlanOptions,
 ) -> Verdict {
@@ -692,7 +695,7 @@ fn stored_verdict(
         // Numbers of another engine build are not this build's.
         if let (Some(then), Some(now)) = (&stored.engine_build, &opts.engine_build) {
             if measured && then.version != now.version && !opts.reuse_across_versions {
-                return Verdict::NewVersion(format!(
+                return Verdict::Stale(format!(
                     "engine version {} → {}; --reuse-across-versions keeps it",
                     then.version, now.version
                 ));
@@ -705,9 +708,10 @@ fn stored_verdict(
     }
     match index
         .by_location
-        .get(&(server.to_string(), name.to_string()))
+        .get(&(server.id.clone(), name.to_string()))
+        .and_then(|id| index.by_identity.get(id))
     {
-        Some(_) => Verdict::Stale,
+        Some(stored) => Verdict::Stale(stale::reason(stored, c, server, workload)),
         None => Verdict::Run,
     }
 }

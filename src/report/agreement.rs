@@ -86,7 +86,8 @@ pub type Agreements = HashMap<(String, String), (Agreement, Option<Failure>)>;
 
 /// Each usable cell's agreement with the baseline's usable cell at the same
 /// point and repetition, with its mismatch when there is one, by (server,
-/// identity): an exact twin of the baseline shares its identities.
+/// identity): an exact twin of the baseline stored before twins were told
+/// apart shares its identities.
 pub fn judge_cells(cells: &[&CellResult], baseline: Option<&str>) -> Agreements {
     let mut out = HashMap::new();
     let Some(b) = baseline else {

@@ -166,9 +166,9 @@ pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison 
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     let mut changed_identity = 0usize;
     for n in &new.cells {
-        // The same server and cell with the same identity first: two
-        // servers of identical settings share an identity, and each is
-        // compared with itself, not with its twin.
+        // The same server and cell with the same identity first: exact
+        // twins stored before twins were told apart share an identity, and
+        // each is compared with itself, not with its twin.
         let here = by_loc
             .get(&(n.server_id.as_str(), n.cell_name.as_str()))
             .copied();

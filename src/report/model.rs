@@ -514,7 +514,7 @@ fn prompt_text(c: &CellResult) -> String {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         ),
-        PromptSource::Scenario { name } => format!("scenario {name}"),
+        PromptSource::Scenario { name, .. } => format!("scenario {name}"),
         PromptSource::Checks { path, .. } => format!(
             "checks {}",
             path.file_name()

@@ -257,6 +257,21 @@ pub(crate) fn base_result(c: &Campaign, g: &ServerGroup, cell: &PlannedCell) -> 
     }
 }
 
+/// Refuses a workload file whose content is no longer what the campaign
+/// read at load: its digest is in the cell's identity, so measuring the
+/// file as it is now would store its numbers under the old content's name.
+fn unchanged_since_load(path: &std::path::Path, digest: &str, what: &str) -> Result<(), String> {
+    let now = crate::workload::trace::digest(path).map_err(|e| e.to_string())?;
+    if now == digest {
+        Ok(())
+    } else {
+        Err(format!(
+            "the {what} {} changed since the campaign was loaded (digest {digest}, now {now}); run again to measure it as it is",
+            path.display()
+        ))
+    }
+}
+
 /// The request-source settings of a workload point.
 pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String> {
     let prompts = match &w.source {
@@ -267,13 +282,23 @@ pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String
         PromptSource::PromptKinds { kinds } => Prompts::Kinds(
             crate::workload::PromptSelection::new(kinds.clone()).map_err(|e| e.to_string())?,
         ),
-        PromptSource::Checks { path, .. } => Prompts::Checks(path.clone()),
-        PromptSource::Dataset { path, format } => Prompts::Dataset {
-            path: path.clone(),
-            format: *format,
-            filter: Default::default(),
-        },
-        PromptSource::Scenario { name } => Prompts::Scenario(
+        PromptSource::Checks { path, digest, .. } => {
+            unchanged_since_load(path, digest, "checks file")?;
+            Prompts::Checks(path.clone())
+        }
+        PromptSource::Dataset {
+            path,
+            format,
+            digest,
+        } => {
+            unchanged_since_load(path, digest, "dataset")?;
+            Prompts::Dataset {
+                path: path.clone(),
+                format: *format,
+                filter: Default::default(),
+            }
+        }
+        PromptSource::Scenario { name, .. } => Prompts::Scenario(
             c.scenarios
                 .get(name)
                 .cloned()
@@ -283,20 +308,24 @@ pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String
             path,
             format,
             settings,
+            digest,
             ..
-        } => Prompts::Trace(Arc::new(crate::load::workloads::TraceSpec {
-            path: path.clone(),
-            format: Some(*format),
-            settings: crate::workload::trace::ReplaySettings {
-                // The schedule's scale; under a concurrency or a rate the
-                // trace is a dataset and its times are not used.
-                time_scale: match w.load {
-                    crate::load::schedule::LoadShape::Replay { time_scale, .. } => time_scale,
-                    _ => 1.0,
+        } => {
+            unchanged_since_load(path, digest, "trace")?;
+            Prompts::Trace(Arc::new(crate::load::workloads::TraceSpec {
+                path: path.clone(),
+                format: Some(*format),
+                settings: crate::workload::trace::ReplaySettings {
+                    // The schedule's scale; under a concurrency or a rate the
+                    // trace is a dataset and its times are not used.
+                    time_scale: match w.load {
+                        crate::load::schedule::LoadShape::Replay { time_scale, .. } => time_scale,
+                        _ => 1.0,
+                    },
+                    ..settings.clone()
                 },
-                ..settings.clone()
-            },
-        })),
+            }))
+        }
     };
     Ok(SourceSpec {
         api: w.api,
@@ -420,6 +449,26 @@ repetitions = 2
 "#;
         let (raw, src) = crate::campaign::parse(std::path::Path::new("c.toml"), text).unwrap();
         crate::campaign::resolve::resolve(raw, &src).unwrap()
+    }
+
+    #[test]
+    fn a_workload_file_edited_after_the_campaign_was_loaded_is_refused_not_measured() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("d.jsonl");
+        std::fs::write(&data, "{\"prompt\": \"hi\", \"output_len\": 4}\n").unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "[campaign]\nname = \"t\"\n[model]\npath = \"m\"\n[engine]\nkind = \"sim\"\n\
+             [[server]]\nid = \"a\"\n[[workload]]\nname = \"w\"\ndataset = \"d.jsonl\"\n\
+             output_len = 4\nconcurrency = 1\nnum_requests = 1\n",
+        )
+        .unwrap();
+        let c = crate::campaign::load_campaign(&file).unwrap();
+        assert!(source_spec(&c, &c.workloads[0]).is_ok());
+        std::fs::write(&data, "{\"prompt\": \"bye\", \"output_len\": 4}\n").unwrap();
+        let e = source_spec(&c, &c.workloads[0]).err().unwrap();
+        assert!(e.contains("changed since the campaign was loaded"), "{e}");
     }
 
     #[test]

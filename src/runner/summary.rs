@@ -16,8 +16,8 @@ use crate::util::table;
 /// The results of the campaign's current cells among `all` (a results
 /// tree as loaded), in plan order; search probes follow, by server and load.
 pub fn current_cells(c: &Campaign, all: &[CellResult]) -> Vec<CellResult> {
-    // Keyed by server and identity: two servers with the same settings
-    // (an exact twin) share identities but not results.
+    // Keyed by server and identity: exact twins stored before twins were
+    // told apart share identities but not results.
     let key = |r: &CellResult| (r.server_id.clone(), r.identity.clone());
     let mut wanted = Vec::new();
     let mut ids = HashSet::new();

@@ -2,7 +2,8 @@
 //!
 //! The input is canonical JSON (object keys sorted at every level), so key
 //! order in the campaign file, comments and the server's id do not matter,
-//! while any value that reaches the engine or the load generator does.
+//! while any value that reaches the engine or the load generator does, and
+//! so does the content of every file a workload reads (its digest).
 
 use serde::Serialize;
 
@@ -34,30 +35,30 @@ struct IdentityInput<'a> {
     /// out when not, so campaigns without it keep their identities.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     prefix_cache_reset: bool,
+    /// Which exact twin of an earlier server this one is (0: none), so two
+    /// servers of identical settings keep their own cells; left out at 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    twin: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The identity of one cell (the model's config digest as read when the
 /// campaign was resolved).
 pub fn cell_identity(c: &Campaign, server: &ServerConfig, workload: &WorkloadPoint) -> String {
     let (engine, model) = (&c.engine, &c.model);
-    // A secret's value changes no number; rotating a key keeps every cell.
-    let mut server_value =
-        serde_json::to_value(server.redacted()).expect("server config serializes");
-    if let Some(obj) = server_value.as_object_mut() {
-        // Neither the name nor the expectation changes a measured number.
-        obj.remove("id");
-        obj.remove("expected_failure");
-        obj.remove("secret_env");
-    }
     let input = IdentityInput {
         method_version: METHOD_VERSION,
         engine,
         model_path: &model.path,
         served_name: &model.served_name,
         model_config_digest: model.config_digest.as_deref(),
-        server: server_value,
+        server: server.settings(),
         workload,
         prefix_cache_reset: c.run.reset_prefix_cache,
+        twin: c.twins.get(&server.id).copied().unwrap_or(0),
     };
     let value = serde_json::to_value(&input).expect("identity input serializes");
     let mut canonical = String::new();
@@ -159,6 +160,24 @@ num_requests = 4
         // A loaded campaign keeps the digest it read: the file changing
         // afterwards moves no identity of it.
         assert_eq!(id(&first), before);
+    }
+
+    #[test]
+    fn exact_twins_get_their_own_identities_and_others_keep_theirs() {
+        let twins = BASE.replace("context_length = 4096", "max_running_requests = 8");
+        let with_twin = ids(&twins);
+        let base = ids(BASE);
+        // The first of the twins keeps the identities it had alone.
+        assert_eq!(with_twin[..2], base[..2]);
+        // The second's are its own, and stay so under a rename.
+        assert!(with_twin[2..]
+            .iter()
+            .all(|t| with_twin[..2].iter().all(|f| f.1 != t.1)));
+        let renamed = ids(&twins.replace("id = \"b\"", "id = \"b2\""));
+        assert_eq!(
+            renamed.iter().map(|x| &x.1).collect::<Vec<_>>(),
+            with_twin.iter().map(|x| &x.1).collect::<Vec<_>>()
+        );
     }
 
     #[test]

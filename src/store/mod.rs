@@ -203,6 +203,25 @@ pub struct StoredCell {
     /// The engine build it was measured on, when known.
     #[serde(default)]
     pub engine_build: Option<crate::engine::version::EngineBuild>,
+    /// The measurement method's version it was measured by.
+    #[serde(default)]
+    pub method_version: u32,
+    /// The settings it was measured with, kept to tell `plan` what changed
+    /// when the cell's identity no longer matches (`plan::stale`).
+    #[serde(default)]
+    pub server: Option<serde_json::Value>,
+    /// See `server`.
+    #[serde(default)]
+    pub workload: Option<serde_json::Value>,
+    /// See `server`.
+    #[serde(default)]
+    pub engine: Option<serde_json::Value>,
+    /// See `server`.
+    #[serde(default)]
+    pub model: Option<serde_json::Value>,
+    /// Present when the engine's prefix cache was emptied before it.
+    #[serde(default)]
+    pub prefix_cache_reset: Option<serde_json::Value>,
 }
 
 /// The start-up facts of a stored cell's telemetry.

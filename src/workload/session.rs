@@ -60,6 +60,16 @@ pub struct Turn {
     pub think_time_ms: Option<u64>,
 }
 
+impl Scenario {
+    /// The first 16 hex digits of the SHA-256 of its parsed content (system
+    /// prompt, turns, lengths, pauses): what a session sends, so a comment
+    /// or spacing edit in its file keeps the digest and a turn's edit does not.
+    pub fn digest(&self) -> String {
+        let bytes = serde_json::to_vec(self).expect("scenario serializes");
+        crate::util::hash::sha256_hex(&bytes, 16)
+    }
+}
+
 impl Turn {
     /// The pause before this turn.
     pub fn think_time(&self) -> Duration {

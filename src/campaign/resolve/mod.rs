@@ -8,7 +8,7 @@
 mod servers;
 mod workloads;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -188,6 +188,10 @@ pub struct Campaign {
     /// (not serialized: the points carry the name).
     #[serde(skip)]
     pub scenarios: Scenarios,
+    /// Servers repeating an earlier server's settings exactly, with their
+    /// place among the repeats (`servers::twin_ordinals`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub twins: BTreeMap<String, u32>,
     /// Run options.
     pub run: RunSettings,
     /// Where servers are started (not part of any cell's identity).
@@ -346,6 +350,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         None => Default::default(),
     };
     let api_key_env = api_key_env(&raw, src)?;
+    let twins = servers::twin_ordinals(&servers);
     Ok(Campaign {
         name,
         file: src.path.clone(),
@@ -358,6 +363,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         workloads,
         searches,
         scenarios,
+        twins,
         run,
         launcher,
         api_key_env,

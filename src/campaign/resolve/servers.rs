@@ -39,6 +39,19 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
+    /// Its settings as they enter its cells' identities: everything but its
+    /// name, its expectation and which variables are secret (a secret's
+    /// value changes no number; rotating a key keeps every cell).
+    pub fn settings(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self.redacted()).expect("server config serializes");
+        if let Some(obj) = value.as_object_mut() {
+            obj.remove("id");
+            obj.remove("expected_failure");
+            obj.remove("secret_env");
+        }
+        value
+    }
+
     /// GPUs the server occupies: its tensor-parallel size (a CPU engine's is 1).
     pub fn gpus(&self) -> u32 {
         self.tp.max(1)
@@ -508,6 +521,22 @@ fn render_id(template: &str, cfg: &ServerConfig) -> Result<String, String> {
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Each server that repeats an earlier server's settings exactly, with its
+/// place among them (1 for the first repeat): a twin's cells are its own.
+/// Servers without a twin before them are left out, so their identities
+/// are those of a campaign without twins.
+pub fn twin_ordinals(servers: &[ServerConfig]) -> BTreeMap<String, u32> {
+    let settings: Vec<serde_json::Value> = servers.iter().map(ServerConfig::settings).collect();
+    let mut out = BTreeMap::new();
+    for (i, s) in servers.iter().enumerate() {
+        let earlier = settings[..i].iter().filter(|v| **v == settings[i]).count() as u32;
+        if earlier > 0 {
+            out.insert(s.id.clone(), earlier);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -38,6 +38,10 @@ pub enum PromptSource {
         path: PathBuf,
         /// Its format.
         format: crate::workload::DatasetFormat,
+        /// The first 16 hex digits of its SHA-256: an edited file is
+        /// another cell (empty in cells stored before it was kept).
+        #[serde(default)]
+        digest: String,
     },
     /// The campaign's own checkable prompts, in a seeded order.
     Checks {
@@ -52,6 +56,12 @@ pub enum PromptSource {
     Scenario {
         /// Built-in name or file path.
         name: String,
+        /// A scenario file's turns as read, digested (the first 16 hex
+        /// digits of the SHA-256 of the parsed scenario): edited turns are
+        /// another cell. None for a built-in (its turns change only with
+        /// the method version).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        digest: Option<String>,
     },
     /// A production trace replayed on its own schedule (the load is a
     /// `replay` at a time scale).
@@ -308,7 +318,7 @@ pub(super) fn expand_workloads(
             .map(|s| parse_slo(s.get_ref()).map_err(|e| src.error(s, e)))
             .collect::<Result<Vec<_>, _>>()?;
         let (source, scenario) = prompt_source(w, src, &name)?;
-        if let (PromptSource::Scenario { name }, Some(sc)) = (&source, scenario) {
+        if let (PromptSource::Scenario { name, .. }, Some(sc)) = (&source, scenario) {
             scenarios.insert(name.clone(), Arc::new(sc));
         }
         let (inputs, outputs) = lengths(w, src, &name, &source)?;
@@ -529,7 +539,13 @@ fn prompt_source(
             if !path.exists() {
                 return Err(src.error(d, format!("dataset {} does not exist", path.display())));
             }
-            PromptSource::Dataset { path, format }
+            let digest =
+                crate::workload::trace::digest(&path).map_err(|e| src.error(d, e.to_string()))?;
+            PromptSource::Dataset {
+                path,
+                format,
+                digest,
+            }
         }
         None if w.scenario.is_some() => {
             let sc = w.scenario.as_ref().expect("checked");
@@ -542,7 +558,10 @@ fn prompt_source(
             if w.api != Some(Api::Chat) {
                 return Err(src.error(sc, format!("workload `{name}`: scenarios need `api = \"chat\"`: each turn carries the conversation so far")));
             }
-            return Ok((PromptSource::Scenario { name }, Some(scenario)));
+            // The turns as read here are the turns every cell sends.
+            let digest = (!crate::workload::session::BUILTIN_SCENARIOS.contains(&name.as_str()))
+                .then(|| scenario.digest());
+            return Ok((PromptSource::Scenario { name, digest }, Some(scenario)));
         }
         None => PromptSource::Synthetic,
         Some(k) => {

@@ -53,7 +53,7 @@ pub struct TurnShape {
 /// The turns of a session workload in order (`None`: not a session, or its
 /// scenario is not among `scenarios`), with prompts counted one token per word.
 pub fn session_turns(w: &WorkloadPoint, scenarios: &Scenarios) -> Option<Vec<TurnShape>> {
-    let PromptSource::Scenario { name } = &w.source else {
+    let PromptSource::Scenario { name, .. } = &w.source else {
         return None;
     };
     let sc = scenarios.get(name)?;

@@ -76,7 +76,10 @@ fn scenarios() -> Scenarios {
 fn session(name: &str, c: u32, sessions: u64, output: u64) -> WorkloadPoint {
     WorkloadPoint {
         api: Api::Chat,
-        source: PromptSource::Scenario { name: name.into() },
+        source: PromptSource::Scenario {
+            name: name.into(),
+            digest: None,
+        },
         ..point(c, sessions, 0, output)
     }
 }

@@ -1,0 +1,132 @@
+//! Why a result stored at a cell's place no longer counts for it: what
+//! differs between the settings and input files it was measured with and
+//! the campaign's now, in the words `plan` shows beside the cell.
+
+use serde_json::Value;
+
+use crate::campaign::{Campaign, ServerConfig, WorkloadPoint};
+use crate::store::identity::METHOD_VERSION;
+use crate::store::StoredCell;
+
+/// Settings named per change before the rest are counted.
+const NAMED: usize = 3;
+
+/// What changed since `stored` was measured, most telling first; empty
+/// when nothing it records differs (a twin's cells, an older layout).
+pub fn reason(
+    stored: &StoredCell,
+    c: &Campaign,
+    server: &ServerConfig,
+    workload: &WorkloadPoint,
+) -> String {
+    let mut parts = Vec::new();
+    if stored.method_version != METHOD_VERSION {
+        parts.push(format!(
+            "measurement method {} → {METHOD_VERSION}",
+            stored.method_version
+        ));
+    }
+    let now = serde_json::to_value(workload).expect("workload serializes");
+    if let Some(then) = &stored.workload {
+        if let Some(file) = file_changed(then.get("source"), now.get("source")) {
+            parts.push(file);
+        }
+        let changed = differences(then, &now, &["source"]);
+        if !changed.is_empty() {
+            parts.push(format!("workload {changed}"));
+        }
+    }
+    if let Some(then) = &stored.server {
+        let (mut then, now) = (then.clone(), server.settings());
+        if let Some(obj) = then.as_object_mut() {
+            for key in ["id", "expected_failure", "secret_env"] {
+                obj.remove(key);
+            }
+        }
+        let changed = differences(&then, &now, &[]);
+        if !changed.is_empty() {
+            parts.push(format!("server {changed}"));
+        }
+    }
+    let engine = serde_json::to_value(&c.engine).expect("engine serializes");
+    if stored.engine.as_ref().is_some_and(|e| *e != engine) {
+        parts.push("engine settings changed".into());
+    }
+    if let Some(then) = &stored.model {
+        let now = serde_json::to_value(&c.model).expect("model serializes");
+        if then.get("config_digest") != now.get("config_digest") {
+            parts.push("model config file changed".into());
+        }
+        if then.get("path") != now.get("path") || then.get("served_name") != now.get("served_name")
+        {
+            parts.push("model changed".into());
+        }
+    }
+    if stored.prefix_cache_reset.is_some() != c.run.reset_prefix_cache {
+        parts.push(format!(
+            "reset_prefix_cache turned {}",
+            if c.run.reset_prefix_cache {
+                "on"
+            } else {
+                "off"
+            }
+        ));
+    }
+    parts.join("; ")
+}
+
+/// "scenario file changed" (dataset, checks, trace) when the two sources
+/// are the same file by name and differ only in its content's digest.
+fn file_changed(then: Option<&Value>, now: Option<&Value>) -> Option<String> {
+    let (then, now) = (then?.as_object()?, now?.as_object()?);
+    if then.get("digest") == now.get("digest") {
+        return None;
+    }
+    let same_apart_from_digest = then
+        .iter()
+        .chain(now.iter())
+        .all(|(k, _)| k == "digest" || then.get(k) == now.get(k));
+    if !same_apart_from_digest {
+        return None;
+    }
+    let what = match now.get("kind").and_then(Value::as_str)? {
+        "checks" => "checks",
+        "trace" => "trace",
+        "dataset" => "dataset",
+        "scenario" => "scenario",
+        _ => return None,
+    };
+    Some(if then.get("digest").is_none_or(|d| d == "") {
+        format!("{what} file's content now in the identity")
+    } else {
+        format!("{what} file changed")
+    })
+}
+
+/// The top-level keys whose values differ, as `key a → b` (scalars) or
+/// `key` (anything else), the first few named and the rest counted.
+fn differences(then: &Value, now: &Value, skip: &[&str]) -> String {
+    let (Some(then), Some(now)) = (then.as_object(), now.as_object()) else {
+        return String::new();
+    };
+    let mut keys: Vec<&String> = then.keys().chain(now.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let changed: Vec<String> = keys
+        .into_iter()
+        .filter(|k| !skip.contains(&k.as_str()) && then.get(*k) != now.get(*k))
+        .map(|k| match (then.get(k), now.get(k)) {
+            (Some(a), Some(b)) if is_scalar(a) && is_scalar(b) => format!("{k} {a} → {b}"),
+            _ => k.clone(),
+        })
+        .collect();
+    match changed.len() {
+        0 => String::new(),
+        n if n <= NAMED => changed.join(", "),
+        n => format!("{} and {} more", changed[..NAMED].join(", "), n - NAMED),
+    }
+}
+
+fn is_scalar(v: &Value) -> bool {
+    !(v.is_object() || v.is_array())
+}
