@@ -491,6 +491,125 @@ num_requests = 3
     assert!(labels.values().all(|v| v == "cached"), "{labels:?}");
 }
 
+/// Starts, on the port it is launched with, a healthy foreign server in a
+/// session of its own and without the launch's marker (not part of the
+/// launch), once; then runs the engine, which finds the port taken.
+const PORT_THIEF: &str = r#"
+import os, socket, subprocess, sys, time
+d, engine = sys.argv[1], sys.argv[2:]
+marker = os.path.join(d, "foreign.pid")
+if "--port" in engine and not os.path.exists(marker):
+    port = engine[engine.index("--port") + 1]
+    env = {k: v for k, v in os.environ.items() if k != "SERVEBENCH_LAUNCH_MARKER"}
+    foreign = subprocess.Popen(
+        [sys.executable, os.path.join(d, "foreign.py"), port, d],
+        start_new_session=True, stdin=subprocess.DEVNULL, env=env,
+    )
+    with open(marker, "w") as f:
+        f.write(str(foreign.pid))
+    for _ in range(400):
+        try:
+            socket.create_connection(("127.0.0.1", int(port)), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+os.execv(engine[0], engine)
+"#;
+
+/// A server that answers 200 to everything and logs every request it
+/// gets but its health checks; it ends itself after two minutes.
+const FOREIGN_SERVER: &str = r#"
+import http.server, os, sys, threading
+port, d = int(sys.argv[1]), sys.argv[2]
+class H(http.server.BaseHTTPRequestHandler):
+    def answer(self):
+        if self.path != "/health":
+            with open(os.path.join(d, "foreign-requests.log"), "a") as f:
+                f.write(self.command + " " + self.path + "\n")
+        body = b'{"ok": true}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_POST = answer
+    def log_message(self, *a):
+        pass
+threading.Timer(120, os._exit, [0]).start()
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"#;
+
+#[test]
+fn a_foreign_server_on_the_picked_port_is_never_measured_and_the_server_starts_on_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("thief.py"), PORT_THIEF).unwrap();
+    std::fs::write(d.join("foreign.py"), FOREIGN_SERVER).unwrap();
+    let text = steady_sim_campaign("port", "1")
+        + &format!(
+            "executable = [\"python3\", \"{}\", \"{}\", \"{BIN}\", \"sim\"]\n",
+            d.join("thief.py").display(),
+            d.display()
+        )
+        + r#"[[server]]
+id = "a"
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 8
+concurrency = [1, 2]
+num_requests = 3
+"#;
+    let campaign = write_campaign(d, &text);
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    let foreign: i32 = std::fs::read_to_string(d.join("foreign.pid"))
+        .expect("the foreign server was started")
+        .trim()
+        .parse()
+        .unwrap();
+    let foreign_port = std::fs::read_to_string(d.join("results/port/logs/a.log")).unwrap();
+    // SAFETY: ending the foreign server this test started.
+    unsafe { libc::kill(foreign, libc::SIGKILL) };
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("was taken before the server bound it")
+            && stderr.contains("starting it again on another port"),
+        "{stderr}"
+    );
+    // The foreign server answered health checks and nothing else.
+    assert!(
+        !d.join("foreign-requests.log").exists(),
+        "{}",
+        std::fs::read_to_string(d.join("foreign-requests.log")).unwrap_or_default()
+    );
+    // Both cells were measured on the second launch, on another port.
+    let launches: Vec<&str> = foreign_port
+        .lines()
+        .filter(|l| l.starts_with("====="))
+        .collect();
+    assert_eq!(launches.len(), 2, "{foreign_port}");
+    let port_of = |l: &str| {
+        l.split("--port ")
+            .nth(1)
+            .and_then(|p| p.split_whitespace().next())
+            .unwrap()
+            .to_string()
+    };
+    let (taken, used) = (port_of(launches[0]), port_of(launches[1]));
+    assert_ne!(taken, used);
+    for c in ["w-in64-out8-c1", "w-in64-out8-c2"] {
+        let cell: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(d.join(format!("results/port/cells/a/{c}.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(cell["status"], "ok", "{c}");
+        assert_eq!(
+            cell["server_run"]["url"],
+            format!("http://127.0.0.1:{used}"),
+            "{c}"
+        );
+    }
+}
+
 #[test]
 fn sigterm_and_sigint_stop_the_servers_process_group_within_the_grace_period() {
     for (sig, name) in [(libc::SIGTERM, "term"), (libc::SIGINT, "int")] {

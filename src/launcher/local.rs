@@ -34,6 +34,9 @@ pub struct LaunchSpec {
 pub struct LocalServer {
     child: tokio::process::Child,
     pgid: i32,
+    /// `VAR=value` of the supervisor's marker, which every process of the
+    /// tree carries; `None` without a supervisor.
+    marker: Option<String>,
     log: PathBuf,
     log_start: u64,
     exit: Option<std::process::ExitStatus>,
@@ -78,19 +81,22 @@ impl LocalServer {
         let err = log.try_clone().map_err(|e| start_failed(e.to_string()))?;
         let supervisor = super::supervise::exe();
         let mut lifeline = None;
+        let mut marker = None;
         let mut cmd = match supervisor {
             Some(exe) => {
                 super::supervise::reap_recorded(&super::supervise::record_dir(&spec.log));
                 let (read, write) = pipe()?;
                 let read_fd = read.as_raw_fd();
                 let mut cmd = tokio::process::Command::new(exe);
+                let value = super::supervise::new_marker();
                 cmd.arg(super::supervise::SUBCOMMAND)
                     .arg(read_fd.to_string())
                     .arg(super::supervise::record_path(&spec.log))
                     .arg("--")
                     .arg(program)
                     .args(args)
-                    .env(super::supervise::MARKER_VAR, super::supervise::new_marker());
+                    .env(super::supervise::MARKER_VAR, &value);
+                marker = Some(format!("{}={value}", super::supervise::MARKER_VAR));
                 // SAFETY: fcntl is async-signal-safe; it only lets the pipe's
                 // read end survive exec in the supervisor.
                 unsafe {
@@ -135,6 +141,7 @@ impl LocalServer {
             Self {
                 child,
                 pgid,
+                marker,
                 log: spec.log.clone(),
                 log_start,
                 exit: None,
@@ -152,6 +159,15 @@ impl LocalServer {
     /// The process (and group) id.
     pub fn pid(&self) -> i32 {
         self.pgid
+    }
+
+    /// The processes that make up this launch: those carrying its
+    /// supervisor's marker, or without a supervisor its process group.
+    pub fn launch(&self) -> super::listener::Launch {
+        match &self.marker {
+            Some(m) => super::listener::Launch::Marker(m.clone()),
+            None => super::listener::Launch::Group(self.pgid),
+        }
     }
 
     /// The exit status if the process has ended.

@@ -6,6 +6,7 @@
 //! path, panics included.
 
 pub mod gpu;
+pub mod listener;
 pub mod local;
 pub mod slurm;
 pub mod ssh;
@@ -66,43 +67,70 @@ pub fn start_request(
     })
 }
 
-/// Poll `path` on `endpoint` until it answers 200, the process dies
-/// (`exited` returns its status), the timeout passes, or `cancel` fires.
+/// Why a started server did not become healthy.
+#[derive(Debug)]
+pub enum NotHealthy {
+    /// It exited, timed out or was interrupted; the failure says which.
+    Failed(Failure),
+    /// Another process holds its port and answered the health check: the
+    /// launch never got the port, and a launch on another port may.
+    PortTaken(Failure),
+}
+
+/// Poll `path` on `endpoint` until it answers 200 from `server`'s own
+/// listener on `port`, the process dies, the timeout passes, or `cancel`
+/// fires. A 200 from a socket held by another process is the port taken,
+/// not the server healthy (see [`listener`]).
 pub async fn wait_healthy(
     endpoint: &Endpoint,
     path: &str,
-    timeout: Duration,
-    cancel: &CancellationToken,
-    mut exited: impl FnMut() -> Option<String>,
-) -> Result<Duration, Failure> {
+    (timeout, cancel): (Duration, &CancellationToken),
+    server: &mut ServerHandle,
+    port: u16,
+) -> Result<Duration, NotHealthy> {
     let start = tokio::time::Instant::now();
     loop {
-        if let Some(status) = exited() {
-            return Err(Failure::new(
-                FailureClass::StartFailed,
-                format!("server exited before becoming healthy ({status})"),
-            ));
-        }
+        // Asked before the health check, so an answer after the server's
+        // exit is not taken for its own.
+        let exited = server.exited();
         let last = match endpoint.get(path, Duration::from_secs(5)).await {
-            Ok((200, _)) => return Ok(start.elapsed()),
+            Ok((200, _)) => match server.holder(port).await {
+                listener::Holder::Foreign(who) => {
+                    return Err(NotHealthy::PortTaken(Failure::new(
+                        FailureClass::StartFailed,
+                        format!(
+                            "port {port} was taken before the server bound it: {path} was answered by another process listening there ({who}), not by this launch{}",
+                            exited.map(|s| format!("; the server exited ({s})")).unwrap_or_default()
+                        ),
+                    )))
+                }
+                _ if exited.is_none() => return Ok(start.elapsed()),
+                _ => "HTTP 200".to_string(),
+            },
             Ok((status, body)) => {
                 format!("HTTP {status}: {}", String::from_utf8_lossy(&body).trim())
             }
             Err(f) => f.detail,
         };
+        if let Some(status) = exited {
+            return Err(NotHealthy::Failed(Failure::new(
+                FailureClass::StartFailed,
+                format!("server exited before becoming healthy ({status})"),
+            )));
+        }
         if start.elapsed() >= timeout {
-            return Err(Failure::new(
+            return Err(NotHealthy::Failed(Failure::new(
                 FailureClass::HealthTimeout,
                 format!(
                     "not healthy after {:.0} s; last answer: {last}",
                     timeout.as_secs_f64()
                 ),
-            ));
+            )));
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(200)) => {}
             _ = cancel.cancelled() => {
-                return Err(Failure::new(FailureClass::StartFailed, "interrupted while waiting for health"));
+                return Err(NotHealthy::Failed(Failure::new(FailureClass::StartFailed, "interrupted while waiting for health")));
             }
         }
     }
@@ -157,6 +185,19 @@ impl ServerHandle {
             ServerHandle::Ssh(s) => s.exited(),
             ServerHandle::Systemd(s) => s.exited(),
         }
+    }
+
+    /// Who holds the listening socket on `port` on the server's host.
+    pub async fn holder(&self, port: u16) -> listener::Holder {
+        let argv = match self {
+            ServerHandle::Local(s) => listener::local_argv(&s.launch(), port),
+            ServerHandle::Ssh(s) => match s.holder_argv(port) {
+                Some(argv) => argv,
+                None => return listener::Holder::Unseen,
+            },
+            ServerHandle::Systemd(s) => s.holder_argv(),
+        };
+        listener::holder(&argv).await
     }
 
     /// This launch's log output, at most the last `max_lines` lines.

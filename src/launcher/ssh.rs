@@ -159,6 +159,16 @@ impl SshServer {
             .and_then(|p| p.trim().parse().ok())
     }
 
+    /// The command that tells who holds the listening socket on `port` on
+    /// the remote host, once the server's process group is known.
+    pub fn holder_argv(&self, port: u16) -> Option<Vec<String>> {
+        let group = crate::launcher::listener::Launch::Group(self.remote_pgid?);
+        Some(session_argv(
+            &self.target,
+            &crate::launcher::listener::script(&group, port),
+        ))
+    }
+
     /// How the server ended, if it has (the session ends with it).
     pub fn exited(&mut self) -> Option<String> {
         if let Some(f) = self.forward.as_mut() {

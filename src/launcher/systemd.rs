@@ -35,6 +35,8 @@ pub struct UnitCommands {
     pub stop: Vec<String>,
     /// Forgets a failed unit.
     pub reset: Vec<String>,
+    /// Tells who holds the listening socket on its port (`listener`).
+    pub holder: Vec<String>,
 }
 
 /// A unit name from parts, with characters systemd does not allow replaced.
@@ -98,12 +100,16 @@ pub fn commands(
         }
     };
     UnitCommands {
-        unit,
         start: wrap(start),
         logs: wrap(logs),
         status: wrap(status),
         stop: wrap(stop),
         reset: wrap(reset),
+        holder: wrap(crate::launcher::listener::local_argv(
+            &crate::launcher::listener::Launch::Unit(unit.clone()),
+            req.port,
+        )),
+        unit,
     }
 }
 
@@ -124,6 +130,11 @@ pub struct SystemdServer {
 }
 
 impl SystemdServer {
+    /// The command that tells who holds the listening socket on its port.
+    pub fn holder_argv(&self) -> Vec<String> {
+        self.cmds.holder.clone()
+    }
+
     /// Start the unit and follow its journal; returns it and its URL.
     pub fn start(
         ssh: Option<&SshTarget>,

@@ -11,7 +11,7 @@ use crate::campaign::Campaign;
 use crate::client::Endpoint;
 use crate::engine::EngineKind;
 use crate::failure::{Failure, FailureClass};
-use crate::launcher::{wait_healthy, ServerHandle};
+use crate::launcher::{wait_healthy, NotHealthy, ServerHandle};
 use crate::plan::ServerGroup;
 use crate::store::{CacheReset, ServerRun, Store};
 use crate::util::shell::shell_words;
@@ -127,12 +127,33 @@ pub(super) async fn launch(
             run,
         });
     }
-    let server = match start(c, g, launch_no, slot, log_path, &mut run).await {
-        Ok(s) => s,
-        Err(f) => return Err((f, run)),
-    };
-    ready(c, g, server, run, cancel, slot).await
+    let mut attempt = 1;
+    loop {
+        let (server, port) = match start(c, g, launch_no, slot, log_path.clone(), &mut run).await {
+            Ok(s) => s,
+            Err(f) => return Err((f, run)),
+        };
+        match ready(c, g, (server, port), run, cancel, slot).await {
+            Err((NotHealthy::PortTaken(f), again)) if attempt < PORT_ATTEMPTS => {
+                slot.events.emit(Event::Warning {
+                    message: format!(
+                        "{}: {}; starting it again on another port",
+                        g.server.id, f.detail
+                    ),
+                });
+                run = again;
+                attempt += 1;
+            }
+            Err((NotHealthy::PortTaken(f) | NotHealthy::Failed(f), run)) => return Err((f, run)),
+            Ok(running) => return Ok(running),
+        }
+    }
 }
+
+/// Launches on a freshly picked port before a port taken by another
+/// process fails the server: a port picked free is taken again only by
+/// a race, so a second pick almost always holds.
+const PORT_ATTEMPTS: u32 = 3;
 
 /// Start the process on a free port; `run` learns its command, GPUs and URL.
 async fn start(
@@ -142,7 +163,7 @@ async fn start(
     slot: &Slot<'_>,
     log_path: std::path::PathBuf,
     run: &mut ServerRun,
-) -> Result<ServerHandle, Failure> {
+) -> Result<(ServerHandle, u16), Failure> {
     let port = crate::launcher::local_free_port()
         .map_err(|e| Failure::new(FailureClass::StartFailed, format!("no free port: {e}")))?;
     let self_exe = std::env::current_exe()
@@ -162,37 +183,47 @@ async fn start(
     run.command = crate::util::secret::redact_argv(&req.argv);
     let (server, url) = crate::launcher::start(slot.launcher, &req).await?;
     run.url = url;
-    Ok(server)
+    Ok((server, port))
 }
 
-/// Wait until the started server is healthy, then warm it up; a server
-/// that never becomes healthy is stopped and its log tail is the evidence.
+/// Wait until the started server is healthy on its `port`, then warm it
+/// up; a server that never becomes healthy is stopped and its log tail is
+/// the evidence.
 async fn ready(
     c: &Campaign,
     g: &ServerGroup,
-    mut server: ServerHandle,
+    (mut server, port): (ServerHandle, u16),
     mut run: ServerRun,
     cancel: &CancellationToken,
     slot: &Slot<'_>,
-) -> Result<Running, (Failure, ServerRun)> {
+) -> Result<Running, (NotHealthy, ServerRun)> {
     let endpoint = match endpoint_for(c, &run.url, crate::client::openai::Api::Completions) {
         Ok(e) => e,
-        Err(e) => return Err((Failure::new(FailureClass::StartFailed, e.to_string()), run)),
+        Err(e) => {
+            let f = Failure::new(FailureClass::StartFailed, e.to_string());
+            return Err((NotHealthy::Failed(f), run));
+        }
     };
     let health = wait_healthy(
         &endpoint,
         c.engine.kind.health_path(),
-        c.run.health_timeout,
-        cancel,
-        || server.exited(),
+        (c.run.health_timeout, cancel),
+        &mut server,
+        port,
     )
     .await;
     let d = match health {
         Ok(d) => d,
-        Err(f) => {
+        Err(e) => {
             server.stop(c.run.grace_period).await;
-            let f = f.with_log(&server.log_tail(40));
-            return Err((f, run));
+            let tail = server.log_tail(40);
+            return Err((
+                match e {
+                    NotHealthy::Failed(f) => NotHealthy::Failed(f.with_log(&tail)),
+                    NotHealthy::PortTaken(f) => NotHealthy::PortTaken(f.with_log(&tail)),
+                },
+                run,
+            ));
         }
     };
     run.startup_s = Some(d.as_secs_f64());
