@@ -2,13 +2,37 @@
 # A single-node Slurm cluster on localhost for the Slurm launcher tests,
 # started by hand (no systemd): munged on a private socket, slurmctld and
 # slurmd on the given ports, every file under DIR.
-#   scripts/test-slurm.sh start DIR CTLD_PORT SLURMD_PORT   prints `export SLURM_CONF=...`
-#                                                            once the node is idle
-#   scripts/test-slurm.sh stop DIR                           stops the daemons by their pid files
+#   scripts/test-slurm.sh start DIR CTLD_PORT SLURMD_PORT [OWNER]
+#       prints `export SLURM_CONF=...` once the node is idle; with OWNER (a
+#       pid), the cluster is stopped as soon as that process is gone
+#   scripts/test-slurm.sh stop DIR
+#       cancels every job, then stops the daemons by their pid files
 # Needs slurmctld, slurmd, slurm-client and munge (scripts/setup-test-env.sh
 # installs them) and root (the daemons run jobs as the submitting user).
 set -euo pipefail
 cmd="$1" dir="$2"
+
+# With OWNER, a detached watcher runs `stop` once process OWNER is gone, so
+# a test run killed by any signal (its guards never dropped) leaves nothing.
+watch_owner() {
+    local owner="$1"
+    [ -n "$owner" ] || return 0
+    # Its own session, so a signal to the test run's process group spares it.
+    setsid bash -c 'echo $$ >"$3/watcher.pid"; while kill -0 "$1" 2>/dev/null; do sleep 0.5; done; exec "$2" stop "$3"' \
+        watcher "$owner" "$(readlink -f "$0")" "$dir" </dev/null >/dev/null 2>&1 &
+    # Known before returning, so a `stop` right after ends it.
+    for _ in $(seq 50); do
+        [ -s "$dir/watcher.pid" ] && return 0
+        sleep 0.1
+    done
+}
+
+# Ends the watcher unless this is the watcher itself stopping (it execs `stop`).
+end_watcher() {
+    local w
+    w="$(cat "$dir/watcher.pid" 2>/dev/null || true)"
+    [ -n "$w" ] && [ "$w" != "$$" ] && kill "$w" 2>/dev/null || true
+}
 case "$cmd" in
 start)
     ctld_port="$3" slurmd_port="$4"
@@ -57,6 +81,7 @@ CONF
     export SLURM_CONF="$dir/slurm.conf"
     slurmctld -f "$SLURM_CONF"
     slurmd -f "$SLURM_CONF"
+    watch_owner "${5:-}"
     for _ in $(seq 150); do
         if sinfo -h -o '%t' 2>/dev/null | grep -qx idle; then
             echo "export SLURM_CONF='$SLURM_CONF'"
@@ -69,6 +94,7 @@ CONF
     exit 1
     ;;
 stop)
+    end_watcher
     # Cancel what is still queued so no job step outlives the daemons.
     export SLURM_CONF="$dir/slurm.conf"
     ids="$(squeue -h -o %i 2>/dev/null || true)"
@@ -79,12 +105,14 @@ stop)
             sleep 0.2
         done
     fi
+    # Each pid file goes with its daemon, so a later stop signals no reused pid.
     for p in "$dir/slurmd.pid" "$dir/slurmctld.pid" "$dir/munge/munged.pid"; do
         [ -s "$p" ] && kill "$(cat "$p")" 2>/dev/null || true
+        rm -f "$p"
     done
     ;;
 *)
-    echo "usage: $0 start DIR CTLD_PORT SLURMD_PORT | stop DIR" >&2
+    echo "usage: $0 start DIR CTLD_PORT SLURMD_PORT [OWNER] | stop DIR" >&2
     exit 2
     ;;
 esac

@@ -21,7 +21,7 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(90);
 /// The engine build a cell was measured on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineBuild {
-    /// The version as the engine states it (e.g. `0.32.0`, `version: 6123 (abc123)`).
+    /// The version as the engine states it, without labels (e.g. `0.32.0`, `6123 (abc123)`).
     pub version: String,
     /// The command that said so.
     pub source: String,
@@ -81,21 +81,35 @@ pub fn detect(cmd: &[String]) -> Result<EngineBuild, String> {
 }
 
 /// The first line that names a version: one with a digit, without the
-/// program's own name where it leads (`servebench 0.1.0` → `0.1.0`).
+/// words and labels that lead it (`servebench 0.1.0` → `0.1.0`,
+/// `version: 6123 (abc1234)` → `6123 (abc1234)`), so the value is the build
+/// as the engine names it and nothing of how it was asked.
 fn version_line(out: &str) -> Option<String> {
     let line = out
         .lines()
         .map(str::trim)
         .find(|l| l.chars().any(|c| c.is_ascii_digit()))?;
-    let line = match line.split_once(' ') {
-        Some((first, rest))
-            if !first.chars().any(|c| c.is_ascii_digit()) && !first.ends_with(':') =>
-        {
-            rest.trim()
+    Some(crate::failure::truncate(without_labels(line), 120))
+}
+
+/// `line` from its first word with a digit on.
+fn without_labels(line: &str) -> &str {
+    let mut rest = line.trim();
+    while let Some((first, tail)) = rest.split_once(char::is_whitespace) {
+        if first.chars().any(|c| c.is_ascii_digit()) {
+            break;
         }
-        _ => line,
-    };
-    Some(crate::failure::truncate(line, 120))
+        rest = tail.trim_start();
+    }
+    rest
+}
+
+impl EngineBuild {
+    /// Whether `other` names the same build, labels aside (cells stored
+    /// before labels were dropped read `version: 6123 (abc1234)`).
+    pub fn same_build(&self, other: &EngineBuild) -> bool {
+        without_labels(&self.version) == without_labels(&other.version)
+    }
 }
 
 /// Output of `program args` (stdout, then stderr), killed past the timeout.
@@ -157,8 +171,18 @@ mod tests {
         assert_eq!(version_line("servebench 0.1.0\n").as_deref(), Some("0.1.0"));
         assert_eq!(
             version_line("load_backend: x\nversion: 6123 (abc1234)\nbuilt with cc").as_deref(),
-            Some("version: 6123 (abc1234)")
+            Some("6123 (abc1234)")
         );
+        assert_eq!(
+            version_line("llama-server version 6123\n").as_deref(),
+            Some("6123")
+        );
+        let build = |v: &str| EngineBuild {
+            version: v.into(),
+            source: String::new(),
+        };
+        assert!(build("version: 6123 (abc1234)").same_build(&build("6123 (abc1234)")));
+        assert!(!build("6123 (abc1234)").same_build(&build("6124 (abc1234)")));
         assert_eq!(version_line("no digits here"), None);
         let sim = version_command(EngineKind::Sim, &[], "/bin/sb").unwrap();
         assert_eq!(sim, ["/bin/sb", "--version"]);

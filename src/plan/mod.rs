@@ -694,7 +694,7 @@ fn stored_verdict(
         let rerun = opts.force || (opts.rerun_failed && stored.status.is_failure());
         // Numbers of another engine build are not this build's.
         if let (Some(then), Some(now)) = (&stored.engine_build, &opts.engine_build) {
-            if measured && then.version != now.version && !opts.reuse_across_versions {
+            if measured && !then.same_build(now) && !opts.reuse_across_versions {
                 return Verdict::Stale(format!(
                     "engine version {} → {}; --reuse-across-versions keeps it",
                     then.version, now.version

@@ -208,8 +208,14 @@ impl Sshd {
         need("ssh");
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
+        // Owned by this test process: stopped even if it is killed.
         let st = Command::new(format!("{ROOT}/scripts/test-sshd.sh"))
-            .args(["start", dir.path().to_str().unwrap(), &port.to_string()])
+            .args([
+                "start",
+                dir.path().to_str().unwrap(),
+                &port.to_string(),
+                &std::process::id().to_string(),
+            ])
             .status()
             .unwrap();
         assert!(st.success(), "sshd did not start");
@@ -327,6 +333,12 @@ fn ssh_launcher_runs_servers_on_the_remote_host_and_never_leaves_one_behind() {
     eprintln!("ssh test took {:?}", started.elapsed());
 }
 
+/// One test cluster at a time: each names the one node after this host.
+fn slurm_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A single-node Slurm cluster, stopped (jobs cancelled, daemons killed by
 /// pid) when dropped.
 struct Slurm {
@@ -335,7 +347,13 @@ struct Slurm {
 }
 
 impl Slurm {
+    /// A cluster stopped when dropped or when this test process is gone.
     fn start() -> Self {
+        Self::start_owned_by(std::process::id())
+    }
+
+    /// A cluster stopped when dropped or when process `owner` is gone.
+    fn start_owned_by(owner: u32) -> Self {
         for p in [
             "slurmctld",
             "slurmd",
@@ -353,6 +371,7 @@ impl Slurm {
                 dir.path().to_str().unwrap(),
                 &free_port().to_string(),
                 &free_port().to_string(),
+                &owner.to_string(),
             ])
             .output()
             .unwrap();
@@ -419,6 +438,60 @@ impl Drop for Slurm {
     }
 }
 
+/// Whether process `pid` still exists.
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+#[test]
+fn a_test_run_killed_by_sigterm_leaves_no_slurm_daemon_or_job_behind() {
+    // The test run stands in as a child that owns the cluster.
+    let _turn = slurm_turn();
+    let mut owner = Command::new("sleep").arg("600").spawn().unwrap();
+    let slurm = Slurm::start_owned_by(owner.id());
+    let d = slurm.dir.path().to_path_buf();
+    let pid_of = |file: &str| -> i32 {
+        std::fs::read_to_string(d.join(file))
+            .unwrap_or_default()
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    let daemons = [
+        pid_of("slurmctld.pid"),
+        pid_of("slurmd.pid"),
+        pid_of("munge/munged.pid"),
+    ];
+    assert!(daemons.iter().all(|&p| p > 0 && alive(p)), "{daemons:?}");
+    // A running job, as a `servebench run --local` job would be.
+    let job_pid = d.join("job.pid");
+    let out = slurm.cmd(
+        "sbatch",
+        &[
+            "--parsable",
+            "--job-name=orphan-check",
+            &format!("--output={}", d.join("job.out").display()),
+            "--wrap",
+            &format!("echo $$ > {}; exec sleep 300", job_pid.display()),
+        ],
+    );
+    assert!(!out.trim().is_empty(), "sbatch gave no job id");
+    wait_until(Duration::from_secs(60), "the job to run", || {
+        std::fs::read_to_string(&job_pid).is_ok_and(|p| !p.trim().is_empty())
+    });
+    let job = pid_of("job.pid");
+    assert!(alive(job));
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(owner.id() as i32, libc::SIGTERM) };
+    owner.wait().unwrap();
+    wait_until(
+        Duration::from_secs(60),
+        "the daemons and the job to end",
+        || daemons.iter().chain([&job]).all(|&p| !alive(p)),
+    );
+}
+
 /// The job scripts `plan --show-commands` prints, by server id.
 fn shown_job_scripts(slurm: &Slurm, campaign: &Path) -> Vec<(String, String)> {
     let (code, stdout, stderr) =
@@ -449,6 +522,7 @@ fn shown_job_scripts(slurm: &Slurm, campaign: &Path) -> Vec<(String, String)> {
 #[test]
 fn slurm_launcher_runs_one_job_per_server_records_what_slurm_killed_and_cancels_on_sigterm() {
     let started = Instant::now();
+    let _turn = slurm_turn();
     let slurm = Slurm::start();
     eprintln!("slurm cluster up after {:?}", started.elapsed());
     let dir = tempfile::tempdir().unwrap();
