@@ -4,8 +4,8 @@
 //! `real::llamacpp_campaign`).
 
 use crate::common::{
-    campaign_head, cells, example, pids_with, run, sim_campaign, steady_sim_campaign, wait_until,
-    write_campaign,
+    campaign_head, cells, example, http_get, pids_with, run, sim_campaign, steady_sim_campaign,
+    wait_until, write_campaign,
 };
 
 use std::collections::BTreeMap;
@@ -282,20 +282,12 @@ fn changing_one_server_parameter_makes_only_its_cells_stale() {
     let dir = tempfile::tempdir().unwrap();
     let fast = slow_campaign("stale-model").replace("\"20\"", "\"1\"");
     let campaign = write_campaign(dir.path(), &fast);
-    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
+    run_tallying(&campaign, "12 cells measured, 0 reused");
     write_campaign(
         dir.path(),
         fast.replace("max_running_requests = 8", "max_running_requests = 16"),
     );
-    for (cell, label) in plan_labels(&campaign) {
-        let want = if cell.starts_with("b/") {
-            "stale: server max_running_requests 8 → 16"
-        } else {
-            "cached"
-        };
-        assert_eq!(label, want, "{cell}");
-    }
+    assert_only(&campaign, "b/", "stale: server max_running_requests 8 → 16");
     // Renaming a server and reordering keys changes nothing.
     write_campaign(dir.path(), fast.replace("id = \"c\"", "id = \"c2\""));
     let (_, stdout, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);
@@ -332,6 +324,33 @@ fn plan_labels(campaign: &Path) -> BTreeMap<String, String> {
         }
     }
     out
+}
+
+/// Asserts that `plan` labels every cell whose `server/cell` key contains
+/// `matching` with `label`, and every other cell `cached`.
+fn assert_only(campaign: &Path, matching: &str, label: &str) {
+    for (cell, got) in plan_labels(campaign) {
+        let want = if cell.contains(matching) {
+            label
+        } else {
+            "cached"
+        };
+        assert_eq!(got, want, "{cell}");
+    }
+}
+
+/// Asserts that `plan` finds every cell of `campaign` stored.
+fn assert_all_cached(campaign: &Path) {
+    let labels = plan_labels(campaign);
+    assert!(labels.values().all(|v| v == "cached"), "{labels:?}");
+}
+
+/// Runs `campaign` to exit 0 and asserts its closing tally (`N cells
+/// measured, M reused`).
+fn run_tallying(campaign: &Path, tally: &str) {
+    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains(tally), "{stderr}");
 }
 
 #[test]
@@ -378,11 +397,9 @@ concurrency = 1
 num_requests = 2
 "#;
     let campaign = write_campaign(dir.path(), &text);
-    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
+    run_tallying(&campaign, "4 cells measured, 0 reused");
     let all_cached = plan_labels(&campaign);
-    assert_eq!(all_cached.len(), 4);
-    assert!(all_cached.values().all(|v| v == "cached"), "{all_cached:?}");
+    assert_all_cached(&campaign);
 
     // A comment and spacing edit sends nothing new: every cell is kept.
     std::fs::write(
@@ -398,18 +415,8 @@ num_requests = 2
         scenario("And a smaller one?", 4),
     )
     .unwrap();
-    let labels = plan_labels(&campaign);
-    for (cell, label) in &labels {
-        let want = if cell.contains("talk-") {
-            "stale: scenario file changed"
-        } else {
-            "cached"
-        };
-        assert_eq!(label, want, "{cell}");
-    }
-    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("1 cells measured, 3 reused"), "{stderr}");
+    assert_only(&campaign, "/talk-", "stale: scenario file changed");
+    run_tallying(&campaign, "1 cells measured, 3 reused");
     let talk = std::fs::read_to_string(
         dir.path()
             .join("results/files/cells/a/talk-sessions-out8-c1.json"),
@@ -417,22 +424,12 @@ num_requests = 2
     .unwrap();
     // The edited turn's length (under the workload's cap) is what was asked for.
     assert!(talk.contains("\"requested_output_tokens\":4"), "{talk}");
-    assert!(plan_labels(&campaign).values().all(|v| v == "cached"));
+    assert_all_cached(&campaign);
 
     // The dataset's content edited: both of its cells, and no other.
     std::fs::write(dir.path().join("prompts.jsonl"), dataset(5)).unwrap();
-    let labels = plan_labels(&campaign);
-    for (cell, label) in &labels {
-        let want = if cell.contains("data-") {
-            "stale: dataset file changed"
-        } else {
-            "cached"
-        };
-        assert_eq!(label, want, "{cell}");
-    }
-    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("2 cells measured, 2 reused"), "{stderr}");
+    assert_only(&campaign, "/data-", "stale: dataset file changed");
+    run_tallying(&campaign, "2 cells measured, 2 reused");
 }
 
 #[test]
@@ -456,9 +453,7 @@ concurrency = [1, 2]
 num_requests = 3
 "#;
     let campaign = write_campaign(dir.path(), &text);
-    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("6 cells measured, 0 reused"), "{stderr}");
+    run_tallying(&campaign, "6 cells measured, 0 reused");
     let root = dir.path().join("results/twins");
     let identity = |server: &str| {
         let cell: serde_json::Value = serde_json::from_slice(
@@ -470,80 +465,72 @@ num_requests = 3
     assert_ne!(identity("first"), identity("second"));
     // One twin's cells removed: only that twin has cells to measure.
     std::fs::remove_dir_all(root.join("cells/second")).unwrap();
-    let labels = plan_labels(&campaign);
-    for (cell, label) in &labels {
-        let want = if cell.starts_with("second/") {
-            "run"
-        } else {
-            "cached"
-        };
-        assert_eq!(label, want, "{cell}");
-    }
-    let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("2 cells measured, 4 reused"), "{stderr}");
+    assert_only(&campaign, "second/", "run");
+    run_tallying(&campaign, "2 cells measured, 4 reused");
     // Renaming a twin keeps its cells: it is still the second of the two.
     write_campaign(
         dir.path(),
         text.replace("id = \"second\"", "id = \"again\""),
     );
-    let labels = plan_labels(&campaign);
-    assert!(labels.values().all(|v| v == "cached"), "{labels:?}");
+    assert_all_cached(&campaign);
 }
 
-/// Starts, on the port it is launched with, a healthy foreign server in a
-/// session of its own and without the launch's marker (not part of the
-/// launch), once; then runs the engine, which finds the port taken.
+/// Asks, once, for the port it is launched with to be taken (by writing it
+/// to `want-port`) and waits until something else listens there; then runs
+/// the engine, which finds the port taken.
 const PORT_THIEF: &str = r#"
-import os, socket, subprocess, sys, time
+import os, socket, sys, time
 d, engine = sys.argv[1], sys.argv[2:]
-marker = os.path.join(d, "foreign.pid")
+marker = os.path.join(d, "asked")
 if "--port" in engine and not os.path.exists(marker):
+    open(marker, "w").close()
     port = engine[engine.index("--port") + 1]
-    env = {k: v for k, v in os.environ.items() if k != "SERVEBENCH_LAUNCH_MARKER"}
-    foreign = subprocess.Popen(
-        [sys.executable, os.path.join(d, "foreign.py"), port, d],
-        start_new_session=True, stdin=subprocess.DEVNULL, env=env,
-    )
-    with open(marker, "w") as f:
-        f.write(str(foreign.pid))
-    for _ in range(400):
+    with open(os.path.join(d, "want-port.tmp"), "w") as f:
+        f.write(port)
+    os.rename(os.path.join(d, "want-port.tmp"), os.path.join(d, "want-port"))
+    for _ in range(600):
         try:
             socket.create_connection(("127.0.0.1", int(port)), 0.2).close()
             break
         except OSError:
-            time.sleep(0.05)
+            time.sleep(0.1)
 os.execv(engine[0], engine)
 "#;
 
-/// A server that answers 200 to everything and logs every request it
-/// gets but its health checks; it ends itself after two minutes.
-const FOREIGN_SERVER: &str = r#"
-import http.server, os, sys, threading
-port, d = int(sys.argv[1]), sys.argv[2]
-class H(http.server.BaseHTTPRequestHandler):
-    def answer(self):
-        if self.path != "/health":
-            with open(os.path.join(d, "foreign-requests.log"), "a") as f:
-                f.write(self.command + " " + self.path + "\n")
-        body = b'{"ok": true}'
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    do_GET = do_POST = answer
-    def log_message(self, *a):
-        pass
-threading.Timer(120, os._exit, [0]).start()
-http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-"#;
+/// A process this test started, killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 #[test]
 fn a_foreign_server_on_the_picked_port_is_never_measured_and_the_server_starts_on_another() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+    let d = dir.path().to_path_buf();
     std::fs::write(d.join("thief.py"), PORT_THIEF).unwrap();
-    std::fs::write(d.join("foreign.py"), FOREIGN_SERVER).unwrap();
+    // The foreign server: a healthy simulator this test starts on the port
+    // the launch was given, outside the launch's processes.
+    let want = d.join("want-port");
+    let foreign = std::thread::spawn(move || {
+        wait_until(
+            Duration::from_secs(120),
+            "the launch to give its port",
+            || want.exists(),
+        );
+        let port = std::fs::read_to_string(&want).unwrap();
+        let child = Command::new(BIN)
+            .args(["sim", "--host", "127.0.0.1", "--port", port.trim()])
+            .args(["--model-name", "sim-model"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        (port.trim().parse::<u16>().unwrap(), Killed(child))
+    });
     let text = steady_sim_campaign("port", "1")
         + &format!(
             "executable = [\"python3\", \"{}\", \"{}\", \"{BIN}\", \"sim\"]\n",
@@ -559,53 +546,40 @@ output_len = 8
 concurrency = [1, 2]
 num_requests = 3
 "#;
-    let campaign = write_campaign(d, &text);
+    let campaign = write_campaign(&d, &text);
     let (code, _, stderr) = run(&["run", campaign.to_str().unwrap()]);
-    let foreign: i32 = std::fs::read_to_string(d.join("foreign.pid"))
-        .expect("the foreign server was started")
-        .trim()
-        .parse()
-        .unwrap();
-    let foreign_port = std::fs::read_to_string(d.join("results/port/logs/a.log")).unwrap();
-    // SAFETY: ending the foreign server this test started.
-    unsafe { libc::kill(foreign, libc::SIGKILL) };
+    let (taken, _foreign) = foreign.join().unwrap();
     assert_eq!(code, 0, "{stderr}");
     assert!(
-        stderr.contains("was taken before the server bound it")
-            && stderr.contains("starting it again on another port"),
+        stderr.contains(&format!(
+            "port {taken} was taken before the server bound it"
+        )) && stderr.contains("starting it again on another port"),
         "{stderr}"
     );
-    // The foreign server answered health checks and nothing else.
-    assert!(
-        !d.join("foreign-requests.log").exists(),
-        "{}",
-        std::fs::read_to_string(d.join("foreign-requests.log")).unwrap_or_default()
-    );
-    // Both cells were measured on the second launch, on another port.
-    let launches: Vec<&str> = foreign_port
+    // The foreign server answered health checks and served nothing.
+    let metrics = http_get(taken, "/metrics").unwrap();
+    let served = metrics
         .lines()
-        .filter(|l| l.starts_with("====="))
-        .collect();
-    assert_eq!(launches.len(), 2, "{foreign_port}");
-    let port_of = |l: &str| {
-        l.split("--port ")
-            .nth(1)
-            .and_then(|p| p.split_whitespace().next())
-            .unwrap()
-            .to_string()
-    };
-    let (taken, used) = (port_of(launches[0]), port_of(launches[1]));
-    assert_ne!(taken, used);
+        .find(|l| l.starts_with("sim:request_success_total{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert_eq!(served, "0", "{metrics}");
+    // Both cells were measured on the second launch, on another port.
+    let log = std::fs::read_to_string(d.join("results/port/logs/a.log")).unwrap();
+    let launches: Vec<&str> = log.lines().filter(|l| l.starts_with("=====")).collect();
+    assert_eq!(launches.len(), 2, "{log}");
+    assert!(launches[0].contains(&format!("--port {taken} ")), "{log}");
+    assert!(!launches[1].contains(&format!("--port {taken} ")), "{log}");
     for c in ["w-in64-out8-c1", "w-in64-out8-c2"] {
         let cell: serde_json::Value = serde_json::from_slice(
             &std::fs::read(d.join(format!("results/port/cells/a/{c}.json"))).unwrap(),
         )
         .unwrap();
         assert_eq!(cell["status"], "ok", "{c}");
-        assert_eq!(
-            cell["server_run"]["url"],
-            format!("http://127.0.0.1:{used}"),
-            "{c}"
+        let url = cell["server_run"]["url"].as_str().unwrap();
+        assert!(
+            launches[1].contains(&format!("--port {} ", &url[url.rfind(':').unwrap() + 1..])),
+            "{c}: {url}"
         );
     }
 }
