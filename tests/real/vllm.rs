@@ -354,13 +354,14 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
     // must all go (they share the marker in their environment).
     let kill_dir = tempfile::tempdir().unwrap();
     let kill_marker = format!("vllm-kill-{}", std::process::id());
-    let text = std::fs::read_to_string(campaign(kill_dir.path(), &kill_marker))
-        .unwrap()
-        .replace("output_len = 24", "output_len = 400")
-        .replace(
-            "num_requests = 2\n[[workload]]\nname = \"overflow\"",
-            "num_requests = 50\n[[workload]]\nname = \"overflow\"",
-        );
+    // The `len` workload made long enough to be killed inside: 50 requests
+    // of 400 tokens each.
+    let original = std::fs::read_to_string(campaign(kill_dir.path(), &kill_marker)).unwrap();
+    let text = original.replace(
+        "output_len = 24\nconcurrency = 1\nnum_requests = 2\n",
+        "output_len = 400\nconcurrency = 1\nnum_requests = 50\n",
+    );
+    assert_ne!(text, original, "the len workload is where the kill lands");
     let file = kill_dir.path().join("campaign.toml");
     std::fs::write(&file, text).unwrap();
     let mut child = Command::new(BIN)
