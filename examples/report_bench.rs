@@ -118,6 +118,7 @@ fn main() -> anyhow::Result<()> {
                     config: None,
                     tokenizer: None,
                     config_digest: None,
+                    tokenizer_digest: None,
                 },
                 status: if failed {
                     CellStatus::Failed

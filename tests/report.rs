@@ -177,6 +177,7 @@ fn cell(
             config: None,
             tokenizer: None,
             config_digest: None,
+            tokenizer_digest: None,
         },
         status,
         failure: None,

@@ -519,7 +519,7 @@ fn prompts_text(p: &Prompts) -> String {
             format!("dataset {} ({format:?})", path.display())
         }
         Prompts::Scenario(sc) => format!("scenario {}", sc.name),
-        Prompts::Checks(path) => format!("checks {}", path.display()),
+        Prompts::Checks { path, .. } => format!("checks {}", path.display()),
         Prompts::Trace(t) => format!(
             "trace {} ({})",
             t.path.display(),

@@ -52,8 +52,14 @@ pub enum Prompts {
         /// Length filters.
         filter: LengthFilter,
     },
-    /// The campaign's own checkable prompts (a checks file), in a seeded order.
-    Checks(PathBuf),
+    /// The campaign's own checkable prompts (a checks file, read when the
+    /// campaign loaded), in a seeded order.
+    Checks {
+        /// The file, for messages.
+        path: PathBuf,
+        /// Its checks.
+        checks: Arc<Vec<crate::workload::answer_check::UserCheck>>,
+    },
     /// Multi-turn sessions of a scenario (chat API).
     Scenario(Arc<Scenario>),
     /// A production trace replayed on its own schedule, with its own
@@ -283,14 +289,8 @@ pub async fn build_source(
             info.counter = "none (natural prompt lengths)".into();
             Ok((Box::new(prompt_source(spec, prompt).await?), info))
         }
-        Prompts::Checks(path) => {
-            let path = path.clone();
-            let checks = tokio::task::spawn_blocking(move || {
-                crate::workload::answer_check::load_user_checks(&path)
-            })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+        Prompts::Checks { checks, .. } => {
+            let checks = checks.clone();
             // Every check once per pass, in an order drawn from the seed.
             let mut order: Vec<usize> = (0..checks.len()).collect();
             let mut rng = crate::util::rng::seeded(spec.seed);

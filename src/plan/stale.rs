@@ -54,8 +54,17 @@ pub fn reason(
     }
     if let Some(then) = &stored.model {
         let now = serde_json::to_value(&c.model).expect("model serializes");
-        if then.get("config_digest") != now.get("config_digest") {
-            parts.push("model config file changed".into());
+        // Cells stored before the digests were kept hold none: a change
+        // is told only between two digests, or from none to one.
+        if let (Some(a), Some(b)) = (then.get("config_digest"), now.get("config_digest")) {
+            if a != b {
+                parts.push("model config file changed".into());
+            }
+        }
+        match (then.get("tokenizer_digest"), now.get("tokenizer_digest")) {
+            (Some(a), Some(b)) if a != b => parts.push("tokenizer file changed".into()),
+            (None, Some(_)) => parts.push("tokenizer file's content now in the identity".into()),
+            _ => {}
         }
         if then.get("path") != now.get("path") || then.get("served_name") != now.get("served_name")
         {

@@ -274,6 +274,9 @@ fn unchanged_since_load(path: &std::path::Path, digest: &str, what: &str) -> Res
 
 /// The request-source settings of a workload point.
 pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String> {
+    if let (Some(path), Some(digest)) = (&c.model.tokenizer, &c.model.tokenizer_digest) {
+        unchanged_since_load(path, digest, "tokenizer file")?;
+    }
     let prompts = match &w.source {
         PromptSource::Synthetic => Prompts::Synthetic {
             input_len: w.input_len,
@@ -282,10 +285,15 @@ pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String
         PromptSource::PromptKinds { kinds } => Prompts::Kinds(
             crate::workload::PromptSelection::new(kinds.clone()).map_err(|e| e.to_string())?,
         ),
-        PromptSource::Checks { path, digest, .. } => {
-            unchanged_since_load(path, digest, "checks file")?;
-            Prompts::Checks(path.clone())
-        }
+        PromptSource::Checks { path, .. } => Prompts::Checks {
+            path: path.clone(),
+            checks: c.checks.get(path).cloned().ok_or_else(|| {
+                format!(
+                    "checks file {} was not loaded with the campaign",
+                    path.display()
+                )
+            })?,
+        },
         PromptSource::Dataset {
             path,
             format,

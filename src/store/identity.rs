@@ -29,6 +29,9 @@ struct IdentityInput<'a> {
     model_path: &'a str,
     served_name: &'a str,
     model_config_digest: Option<&'a str>,
+    /// Left out without a tokenizer file, so those campaigns keep theirs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tokenizer_digest: Option<&'a str>,
     server: serde_json::Value,
     workload: &'a WorkloadPoint,
     /// Whether the engine's prefix cache is emptied before the cell; left
@@ -55,6 +58,7 @@ pub fn cell_identity(c: &Campaign, server: &ServerConfig, workload: &WorkloadPoi
         model_path: &model.path,
         served_name: &model.served_name,
         model_config_digest: model.config_digest.as_deref(),
+        tokenizer_digest: model.tokenizer_digest.as_deref(),
         server: server.settings(),
         workload,
         prefix_cache_reset: c.run.reset_prefix_cache,
@@ -160,6 +164,26 @@ num_requests = 4
         // A loaded campaign keeps the digest it read: the file changing
         // afterwards moves no identity of it.
         assert_eq!(id(&first), before);
+    }
+
+    #[test]
+    fn the_tokenizer_files_bytes_are_part_of_the_identity_and_no_tokenizer_keeps_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        let load = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            crate::campaign::load_campaign(&file).unwrap()
+        };
+        let id = |c: &crate::campaign::Campaign| cell_identity(c, &c.servers[0], &c.workloads[0]);
+        let plain = load(BASE);
+        assert_eq!(id(&plain), ids(BASE)[0].1, "no tokenizer, no change");
+        let with = BASE.replace("path = \"m\"", "path = \"m\"\ntokenizer = \"tok.json\"");
+        std::fs::write(dir.path().join("tok.json"), r#"{"model": 1}"#).unwrap();
+        let first = load(&with);
+        assert_ne!(id(&first), id(&plain));
+        assert_eq!(id(&first), id(&load(&with)));
+        std::fs::write(dir.path().join("tok.json"), r#"{"model": 2}"#).unwrap();
+        assert_ne!(id(&first), id(&load(&with)));
     }
 
     #[test]

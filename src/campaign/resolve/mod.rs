@@ -20,7 +20,7 @@ use crate::engine::EngineKind;
 use crate::util::units::parse_duration;
 
 pub use servers::ServerConfig;
-pub use workloads::{PromptSource, Scenarios, Search, WorkloadPoint, MAX_TOKENS};
+pub use workloads::{ChecksFiles, PromptSource, Scenarios, Search, WorkloadPoint, MAX_TOKENS};
 
 /// The model under test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,8 +35,13 @@ pub struct ModelSpec {
     pub tokenizer: Option<PathBuf>,
     /// The first 16 hex digits of `config`'s config.json SHA-256, read once
     /// when the campaign is loaded (part of every cell's identity).
-    #[serde(skip)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_digest: Option<String>,
+    /// The first 16 hex digits of the `tokenizer` file's SHA-256, read once
+    /// when the campaign is loaded: it decides the text of exact-length
+    /// prompts, so it is part of every cell's identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_digest: Option<String>,
 }
 
 /// The engine every server of the campaign runs.
@@ -188,6 +193,10 @@ pub struct Campaign {
     /// (not serialized: the points carry the name).
     #[serde(skip)]
     pub scenarios: Scenarios,
+    /// The checks files' checks by path, read once at load like scenarios
+    /// (not serialized: the points carry the path and its digest).
+    #[serde(skip)]
+    pub checks: ChecksFiles,
     /// Servers repeating an earlier server's settings exactly, with their
     /// place among the repeats (`servers::twin_ordinals`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -344,7 +353,12 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
     }
     check_baseline(&raw, src, &servers)?;
 
-    let (workloads, searches, scenarios) = workloads::expand_workloads(&raw, src, run.repetitions)?;
+    let workloads::Expansion {
+        points: workloads,
+        searches,
+        scenarios,
+        checks,
+    } = workloads::expand_workloads(&raw, src, run.repetitions)?;
     let launcher = match &raw.launcher {
         Some(l) => super::launcher::resolve(l.get_ref(), src, l.span().start)?,
         None => Default::default(),
@@ -363,6 +377,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         workloads,
         searches,
         scenarios,
+        checks,
         twins,
         run,
         launcher,
@@ -398,6 +413,7 @@ fn model_spec(raw: &RawCampaign, src: &Source, base: &Path) -> Result<ModelSpec,
         },
         // Read by `load_campaign`, the one entry point that reads files.
         config_digest: None,
+        tokenizer_digest: None,
     };
     Ok(model)
 }

@@ -14,6 +14,7 @@ use crate::client::openai::Api;
 use crate::load::schedule::{Arrival, LoadShape};
 use crate::search::{Axis, SearchSpec};
 use crate::util::units::{parse_duration, parse_slo, Slo};
+use crate::workload::answer_check::UserCheck;
 use crate::workload::session::Scenario;
 use crate::workload::trace::{self, ReplaySettings, TraceFormat};
 use crate::workload::PromptSelection;
@@ -243,13 +244,29 @@ type Expanded = (Vec<WorkloadPoint>, Vec<Search>);
 /// when the campaign loads.
 pub type Scenarios = BTreeMap<String, Arc<Scenario>>;
 
+/// The checks of a campaign's checks files by path, each read once when the
+/// campaign loads.
+pub type ChecksFiles = BTreeMap<PathBuf, Arc<Vec<UserCheck>>>;
+
+/// A campaign's workloads expanded, with the files they read held from load.
+pub(super) struct Expansion {
+    /// Fixed points, each repeated `repetitions` times.
+    pub points: Vec<WorkloadPoint>,
+    /// SLO searches.
+    pub searches: Vec<Search>,
+    /// The scenarios its session workloads replay.
+    pub scenarios: Scenarios,
+    /// The checks its checks workloads send.
+    pub checks: ChecksFiles,
+}
+
 /// Every workload's fixed points (each repeated `repetitions` times), its
-/// searches, and the scenarios its session workloads replay.
+/// searches, and the scenarios and checks files its workloads read.
 pub(super) fn expand_workloads(
     raw: &RawCampaign,
     src: &Source,
     repetitions: u32,
-) -> Result<(Vec<WorkloadPoint>, Vec<Search>, Scenarios), CampaignError> {
+) -> Result<Expansion, CampaignError> {
     if raw.workloads.is_empty() {
         return Err(src.error_at(src.text.len(), "the campaign declares no [[workload]]"));
     }
@@ -257,6 +274,7 @@ pub(super) fn expand_workloads(
     let mut out = Vec::new();
     let mut searches = Vec::new();
     let mut scenarios = Scenarios::new();
+    let mut checks = ChecksFiles::new();
     for w in &raw.workloads {
         let name = w.name.get_ref().clone();
         if !names.insert(name.clone()) {
@@ -317,9 +335,15 @@ pub(super) fn expand_workloads(
             .iter()
             .map(|s| parse_slo(s.get_ref()).map_err(|e| src.error(s, e)))
             .collect::<Result<Vec<_>, _>>()?;
-        let (source, scenario) = prompt_source(w, src, &name)?;
-        if let (PromptSource::Scenario { name, .. }, Some(sc)) = (&source, scenario) {
-            scenarios.insert(name.clone(), Arc::new(sc));
+        let (source, read) = prompt_source(w, src, &name)?;
+        match (&source, read) {
+            (PromptSource::Scenario { name, .. }, Some(Read::Scenario(sc))) => {
+                scenarios.insert(name.clone(), Arc::new(sc));
+            }
+            (PromptSource::Checks { path, .. }, Some(Read::Checks(c))) => {
+                checks.insert(path.clone(), Arc::new(c));
+            }
+            _ => {}
         }
         let (inputs, outputs) = lengths(w, src, &name, &source)?;
         for &input_len in &inputs {
@@ -356,7 +380,12 @@ pub(super) fn expand_workloads(
             }
         }
     }
-    Ok((out, searches, scenarios))
+    Ok(Expansion {
+        points: out,
+        searches,
+        scenarios,
+        checks,
+    })
 }
 
 /// A workload's search, checked against its other settings.
@@ -493,13 +522,22 @@ fn loads_of(
     })
 }
 
+/// A workload file read once, when the campaign loads, and sent from memory.
+enum Read {
+    /// A scenario's turns.
+    Scenario(Scenario),
+    /// A checks file's checks.
+    Checks(Vec<UserCheck>),
+}
+
 /// Where a workload's prompts come from: prompt kinds, a dataset, a
-/// scenario (with the scenario, read here once), or synthetic filler.
+/// scenario or checks file (with what it holds, read here once), or
+/// synthetic filler.
 fn prompt_source(
     w: &super::super::RawWorkload,
     src: &Source,
     name: &str,
-) -> Result<(PromptSource, Option<Scenario>), CampaignError> {
+) -> Result<(PromptSource, Option<Read>), CampaignError> {
     let chosen = [
         w.prompt_kinds.is_some(),
         w.dataset.is_some(),
@@ -522,11 +560,12 @@ fn prompt_source(
                 .map_err(|e| src.error(f, e.to_string()))?;
             let digest =
                 crate::workload::trace::digest(&path).map_err(|e| src.error(f, e.to_string()))?;
-            PromptSource::Checks {
+            let source = PromptSource::Checks {
                 path,
                 digest,
                 count: checks.len() as u64,
-            }
+            };
+            return Ok((source, Some(Read::Checks(checks))));
         }
         None if w.dataset.is_some() => {
             let d = w.dataset.as_ref().expect("checked");
@@ -561,7 +600,10 @@ fn prompt_source(
             // The turns as read here are the turns every cell sends.
             let digest = (!crate::workload::session::BUILTIN_SCENARIOS.contains(&name.as_str()))
                 .then(|| scenario.digest());
-            return Ok((PromptSource::Scenario { name, digest }, Some(scenario)));
+            return Ok((
+                PromptSource::Scenario { name, digest },
+                Some(Read::Scenario(scenario)),
+            ));
         }
         None => PromptSource::Synthetic,
         Some(k) => {
