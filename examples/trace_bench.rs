@@ -57,7 +57,7 @@ fn main() -> anyhow::Result<()> {
     let replay = trace::load(&path, None, &ReplaySettings::default())?;
     let (cpu, wall) = (cpu_seconds() - cpu0, wall.elapsed().as_secs_f64());
     let digest_wall = Instant::now();
-    let digest = trace::digest(&path)?;
+    let digest = servebench::workload::file_digest(&path)?;
     println!(
         "trace: {ROWS} rows, {:.1} MB; replay: {} requests over {:.0} s of trace time",
         size as f64 / 1e6,

@@ -572,7 +572,11 @@ pub fn load_campaign(path: &Path) -> Result<Campaign, CampaignError> {
     let (raw, source) = load(path)?;
     let mut c = resolve(raw, &source)?;
     c.model.config_digest = config_digest(c.model.config.as_deref());
-    c.model.tokenizer_digest = c.model.tokenizer.as_deref().and_then(digest_of);
+    c.model.tokenizer_digest = c
+        .model
+        .tokenizer
+        .as_deref()
+        .and_then(|t| crate::workload::file_digest(t).ok());
     c.register_secrets();
     Ok(c)
 }
@@ -586,13 +590,7 @@ fn config_digest(config: Option<&Path>) -> Option<String> {
     } else {
         p.to_path_buf()
     };
-    digest_of(&file)
-}
-
-/// The first 16 hex digits of the SHA-256 of `file`'s bytes, if it is there.
-fn digest_of(file: &Path) -> Option<String> {
-    let bytes = std::fs::read(file).ok()?;
-    Some(crate::util::hash::sha256_hex(&bytes, 16))
+    crate::workload::file_digest(&file).ok()
 }
 
 #[cfg(test)]

@@ -77,6 +77,16 @@ pub enum NotHealthy {
     PortTaken(Failure),
 }
 
+impl NotHealthy {
+    /// The same, with the server's log tail as evidence.
+    pub fn with_log(self, tail: &str) -> Self {
+        match self {
+            NotHealthy::Failed(f) => NotHealthy::Failed(f.with_log(tail)),
+            NotHealthy::PortTaken(f) => NotHealthy::PortTaken(f.with_log(tail)),
+        }
+    }
+}
+
 /// Poll `path` on `endpoint` until it answers 200 from `server`'s own
 /// listener on `port`, the process dies, the timeout passes, or `cancel`
 /// fires. A 200 from a socket held by another process is the port taken,

@@ -36,14 +36,12 @@ pub fn reason(
             parts.push(format!("workload {changed}"));
         }
     }
-    if let Some(then) = &stored.server {
-        let (mut then, now) = (then.clone(), server.settings());
-        if let Some(obj) = then.as_object_mut() {
-            for key in ["id", "expected_failure", "secret_env"] {
-                obj.remove(key);
-            }
-        }
-        let changed = differences(&then, &now, &[]);
+    let then_server = stored
+        .server
+        .clone()
+        .and_then(|v| serde_json::from_value::<ServerConfig>(v).ok());
+    if let Some(then) = then_server {
+        let changed = differences(&then.settings(), &server.settings(), &[]);
         if !changed.is_empty() {
             parts.push(format!("server {changed}"));
         }

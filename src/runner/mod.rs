@@ -261,7 +261,7 @@ pub(crate) fn base_result(c: &Campaign, g: &ServerGroup, cell: &PlannedCell) -> 
 /// read at load: its digest is in the cell's identity, so measuring the
 /// file as it is now would store its numbers under the old content's name.
 fn unchanged_since_load(path: &std::path::Path, digest: &str, what: &str) -> Result<(), String> {
-    let now = crate::workload::trace::digest(path).map_err(|e| e.to_string())?;
+    let now = crate::workload::file_digest(path).map_err(|e| e.to_string())?;
     if now == digest {
         Ok(())
     } else {

@@ -216,14 +216,7 @@ async fn ready(
         Ok(d) => d,
         Err(e) => {
             server.stop(c.run.grace_period).await;
-            let tail = server.log_tail(40);
-            return Err((
-                match e {
-                    NotHealthy::Failed(f) => NotHealthy::Failed(f.with_log(&tail)),
-                    NotHealthy::PortTaken(f) => NotHealthy::PortTaken(f.with_log(&tail)),
-                },
-                run,
-            ));
+            return Err((e.with_log(&server.log_tail(40)), run));
         }
     };
     run.startup_s = Some(d.as_secs_f64());

@@ -40,6 +40,29 @@ pub use prompts::{PromptKind, PromptSampler, PromptSelection};
 pub use session::{messages_for_turn, ChatMessage, Role, Scenario, Turn};
 pub use tokenize::{ApproxCounter, HfTokenizer, TokenCounter};
 
+/// The first 16 hex digits of a file's SHA-256, read as a stream: the one
+/// digest of every file a cell's identity holds (traces, datasets, checks
+/// files, the model's config and tokenizer).
+pub fn file_digest(path: &std::path::Path) -> Result<String, WorkloadError> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let io = |source| WorkloadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut hash = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&buf[..n]);
+    }
+    Ok(crate::util::hash::hex(&hash.finalize()[..8]))
+}
+
 /// Errors raised while building workload content.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {

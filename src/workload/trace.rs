@@ -322,22 +322,6 @@ pub fn load(
     Ok(window.finish(settings))
 }
 
-/// The first 16 hex digits of the file's SHA-256, read as a stream.
-pub fn digest(path: &Path) -> Result<String, WorkloadError> {
-    use sha2::{Digest, Sha256};
-    let mut file = std::fs::File::open(path).map_err(|e| io(path, e))?;
-    let mut hash = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = file.read(&mut buf).map_err(|e| io(path, e))?;
-        if n == 0 {
-            break;
-        }
-        hash.update(&buf[..n]);
-    }
-    Ok(crate::util::hash::hex(&hash.finalize()[..8]))
-}
-
 fn io(path: &Path, source: std::io::Error) -> WorkloadError {
     WorkloadError::Io {
         path: path.to_path_buf(),

@@ -559,7 +559,7 @@ fn prompt_source(
             let checks = crate::workload::answer_check::load_user_checks(&path)
                 .map_err(|e| src.error(f, e.to_string()))?;
             let digest =
-                crate::workload::trace::digest(&path).map_err(|e| src.error(f, e.to_string()))?;
+                crate::workload::file_digest(&path).map_err(|e| src.error(f, e.to_string()))?;
             let source = PromptSource::Checks {
                 path,
                 digest,
@@ -579,7 +579,7 @@ fn prompt_source(
                 return Err(src.error(d, format!("dataset {} does not exist", path.display())));
             }
             let digest =
-                crate::workload::trace::digest(&path).map_err(|e| src.error(d, e.to_string()))?;
+                crate::workload::file_digest(&path).map_err(|e| src.error(d, e.to_string()))?;
             PromptSource::Dataset {
                 path,
                 format,
@@ -737,7 +737,7 @@ fn trace_points(
             ),
         ));
     }
-    let digest = trace::digest(&path).map_err(|e| src.error(t, e.to_string()))?;
+    let digest = crate::workload::file_digest(&path).map_err(|e| src.error(t, e.to_string()))?;
     let mean = |f: fn(&trace::ReplayRequest) -> u64| {
         replay.requests.iter().map(|r| f(r) as f64).sum::<f64>() / n as f64
     };
