@@ -303,12 +303,22 @@ pub struct MemoryArgs {
 /// Arguments of `servebench bench`.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Base URL of the server, e.g. http://127.0.0.1:8000
+    /// Base URL of the server, e.g. http://127.0.0.1:8000 or https://host (vLLM's --base-url).
+    #[arg(long, visible_alias = "base-url", conflicts_with_all = ["host", "port"])]
+    pub url: Option<String>,
+    /// Host of the server, with --port, instead of --url (vLLM's --host).
     #[arg(long)]
-    pub url: String,
+    pub host: Option<String>,
+    /// Port of the server, with --host (default 127.0.0.1), instead of --url (vLLM's --port).
+    #[arg(long)]
+    pub port: Option<u16>,
     /// Which endpoint to load.
     #[arg(long, value_enum, default_value = "completions")]
     pub api: Api,
+    /// The endpoint's path instead of --api, as vLLM takes it:
+    /// /v1/completions or /v1/chat/completions.
+    #[arg(long, conflicts_with = "api")]
+    pub endpoint: Option<String>,
     /// Served model name (default: the first one /v1/models lists).
     #[arg(long)]
     pub model: Option<String>,
@@ -321,7 +331,9 @@ pub struct BenchArgs {
     /// Closed-loop levels: concurrent users, e.g. 1,4,16,64.
     #[arg(long, conflicts_with = "request_rate")]
     pub concurrency: Option<String>,
-    /// Open-loop levels: requests per second, e.g. 0.5,1,2.
+    /// Open-loop levels: requests per second, e.g. 0.5,1,2; `inf` sends
+    /// every request at once (with --max-concurrency, that many at a time:
+    /// the closed loop --concurrency measures).
     #[arg(long)]
     pub request_rate: Option<String>,
     /// Inter-arrival distribution for --request-rate.
@@ -333,8 +345,8 @@ pub struct BenchArgs {
     /// Cap on requests in flight for --request-rate.
     #[arg(long)]
     pub max_concurrency: Option<u32>,
-    /// Measured requests per level; with --scenario, sessions per level (each plays every turn; default: one per concurrent user).
-    #[arg(long)]
+    /// Measured requests per level; with --scenario, sessions per level (each plays every turn; default: one per concurrent user). vLLM's --num-prompts.
+    #[arg(long, visible_alias = "num-prompts")]
     pub num_requests: Option<u64>,
     /// Stop dispatching after this long per level, e.g. 30s.
     #[arg(long)]
@@ -344,7 +356,7 @@ pub struct BenchArgs {
     pub warmup: u64,
     /// Prompt tokens of synthetic text, exact for the model's tokenizer
     /// (--tokenizer, else the server's /tokenize); below 64, random words.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, visible_alias = "random-input-len")]
     pub input_len: u64,
     /// Leading prompt tokens shared by every request (to measure prefix caching).
     #[arg(long, default_value_t = 0)]
@@ -352,9 +364,13 @@ pub struct BenchArgs {
     /// Built-in prompt kinds instead of synthetic text: a name, a list, or `all`.
     #[arg(long)]
     pub prompt_kind: Option<String>,
-    /// Prompts from a ShareGPT JSON or JSONL file.
-    #[arg(long)]
+    /// Prompts from a ShareGPT JSON or JSONL file (vLLM's --dataset-path).
+    #[arg(long, visible_alias = "dataset-path")]
     pub dataset: Option<PathBuf>,
+    /// vLLM's --dataset-name: `random` (synthetic prompts of --input-len)
+    /// or `sharegpt` (the file --dataset names).
+    #[arg(long)]
+    pub dataset_name: Option<String>,
     /// Dataset format (default: from the file extension).
     #[arg(long, value_enum)]
     pub dataset_format: Option<crate::workload::DatasetFormat>,
@@ -365,7 +381,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
     /// Output tokens per request (max_tokens).
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, visible_alias = "random-output-len")]
     pub output_len: u64,
     /// Force exactly --output-len tokens (ignore_eos and min_tokens).
     #[arg(long)]
@@ -373,6 +389,15 @@ pub struct BenchArgs {
     /// SLO for goodput, e.g. ttft=200ms,tpot=50ms,e2e=10s (repeatable).
     #[arg(long)]
     pub slo: Vec<String>,
+    /// vLLM's --goodput: one SLO of KEY:MILLISECONDS items (ttft:200 tpot:50 e2el:1000).
+    #[arg(long, num_args = 1..)]
+    pub goodput: Vec<String>,
+    /// Which latencies to print percentiles of: ttft, tpot, itl, e2el (vLLM's --percentile-metrics).
+    #[arg(long)]
+    pub percentile_metrics: Option<String>,
+    /// Which percentiles to print for --percentile-metrics: 50, 90, 95, 99 (default 99).
+    #[arg(long)]
+    pub metric_percentiles: Option<String>,
     /// Seed for prompts and arrivals.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -382,6 +407,15 @@ pub struct BenchArgs {
     /// Write the full result (every request's raw record) to this JSON file.
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// vLLM's --save-result: write the result file, named by --result-filename in --result-dir.
+    #[arg(long, conflicts_with = "output")]
+    pub save_result: bool,
+    /// The result file's name with --save-result (default `servebench-bench-<time>.json`).
+    #[arg(long, requires = "save_result")]
+    pub result_filename: Option<String>,
+    /// The folder of the result file with --save-result (default: here).
+    #[arg(long, requires = "save_result")]
+    pub result_dir: Option<PathBuf>,
     /// Replay a production trace on its own schedule (Mooncake JSONL, Azure
     /// or BurstGPT CSV): its lengths, its prefix blocks, its arrival times.
     /// With --concurrency or --request-rate, its requests (lengths, blocks)

@@ -122,6 +122,21 @@ impl Failure {
         self
     }
 
+    /// The log's last line with anything on it, where no classified cause
+    /// already names why: the line a reader looks at first.
+    pub fn unclassified_log_line(&self) -> Option<String> {
+        if self.cause.is_some() {
+            return None;
+        }
+        let line = self
+            .log_excerpt
+            .as_deref()?
+            .lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty() && !l.starts_with("====="))?;
+        Some(truncate(line, 300))
+    }
+
     /// Classify a non-success HTTP answer from its status and body.
     pub fn from_http(status: u16, body: &str) -> Self {
         let class = if status == 400 && mentions_context_overflow(body) {

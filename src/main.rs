@@ -14,7 +14,22 @@ fn main() -> ExitCode {
     if let Ok(exe) = std::env::current_exe() {
         supervise::enable(exe);
     }
+    if let Some(msg) = servebench::cmd::bench::vllm_dialect::refused_flag(&args) {
+        eprintln!("error: {msg}");
+        return ExitCode::from(2);
+    }
     let cli = servebench::cli::Cli::parse();
+    if !matches!(cli.command, servebench::cli::Command::Sim(_)) {
+        // A reader that stops reading (`plan | head`) ends the output the
+        // way it ends any Unix tool's, quietly, instead of a panic in the
+        // first print after it. Servers started by `run` die with it as
+        // with any signal; the simulator is a server and keeps the default
+        // of ignoring it.
+        // SAFETY: setting a signal's disposition before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

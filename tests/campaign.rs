@@ -628,19 +628,19 @@ fn malformed_campaigns_fail_with_file_line_column() {
                 "concurrency = [1, 2, 3, 4]",
                 "concurrency = [1, 2, 3, 4]\nconcurency = 3",
             ),
-            ":23:1: unknown field `concurency`",
+            ":23:1: unknown key `concurency`: did you mean `concurrency`?",
         ),
         (
             base.replace("num_requests = 3", "num_requests = \"three\""),
-            ":23:16:",
+            ":23:16: expected a whole number of 0 or more, found the text \"three\"",
         ),
         (
             base.replace("kind = \"sim\"", "kind = \"tgi\""),
-            ":8:8: unknown variant `tgi`",
+            ":8:8: unknown value `tgi`; allowed: ",
         ),
         (
             base.replace("[model]\npath = \"m\"\n", ""),
-            "missing field `model`",
+            "missing key `model`",
         ),
     ] {
         let p = write_campaign(dir.path(), &text);

@@ -20,6 +20,8 @@ mod bench_torture;
 mod campaign;
 /// Exit codes, one-line errors and the simulator process.
 mod cli;
+/// A new user's first hour: what plan refuses, what init writes, start failures.
+mod first_hour;
 /// The module graph: no cycles, pure modules stay pure.
 mod module_graph;
 /// Every report format byte for byte against snapshots.

@@ -375,7 +375,11 @@ mod tests {
         );
         let e = load("kind = \"ssh\"\nhots = \"x\"\n").unwrap_err();
         assert_eq!(e.line, key_line, "{e}");
-        assert!(e.message.contains("unknown field `hots`"), "{e}");
+        assert!(
+            e.message
+                .contains("unknown key `hots`: did you mean `host`?"),
+            "{e}"
+        );
         let e = load("kind = \"k8s\"\n").unwrap_err();
         assert_eq!(e.line, kind_line, "{e}");
         assert!(e.message.contains("slurm"), "{e}");

@@ -6,6 +6,7 @@
 //! [`resolve()`] can point at them too.
 
 pub mod launcher;
+mod plain;
 pub mod resolve;
 
 use std::collections::BTreeMap;
@@ -22,7 +23,7 @@ pub use resolve::{resolve, Campaign, PromptSource, Scenarios, ServerConfig, Work
 
 /// A campaign file error with its position.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{path}:{line}:{col}: {message}")]
+#[error("{}", self.located())]
 pub struct CampaignError {
     /// The campaign file.
     pub path: String,
@@ -32,6 +33,18 @@ pub struct CampaignError {
     pub col: usize,
     /// What is wrong and what is allowed.
     pub message: String,
+}
+
+impl CampaignError {
+    /// `file:line:col: message`, or `message` alone where no position
+    /// applies (line 0: the file itself could not be read).
+    fn located(&self) -> String {
+        if self.line == 0 {
+            self.message.clone()
+        } else {
+            format!("{}:{}:{}: {}", self.path, self.line, self.col, self.message)
+        }
+    }
 }
 
 /// A value given either once or as a list (matrix axes, sweeps).
@@ -294,10 +307,10 @@ pub struct RawWorkload {
     pub output_len: Option<OneOrMany<u64>>,
     /// Closed-loop concurrency levels.
     #[serde(default)]
-    pub concurrency: Option<OneOrMany<u32>>,
+    pub concurrency: Option<Spanned<OneOrMany<u32>>>,
     /// Open-loop request rates (requests/s).
     #[serde(default)]
-    pub rate: Option<OneOrMany<f64>>,
+    pub rate: Option<Spanned<OneOrMany<f64>>>,
     /// Arrival process for rates.
     #[serde(default)]
     pub arrival: Option<Arrival>,
@@ -551,7 +564,7 @@ pub fn parse(path: &Path, text: &str) -> Result<(RawCampaign, Source), CampaignE
         Ok(raw) => Ok((raw, source)),
         Err(e) => {
             let offset = e.span().map(|s| s.start).unwrap_or(0);
-            Err(source.error_at(offset, e.message().trim().to_string()))
+            Err(source.error_at(offset, plain::plain(e.message())))
         }
     }
 }
@@ -562,7 +575,11 @@ pub fn load(path: &Path) -> Result<(RawCampaign, Source), CampaignError> {
         path: path.display().to_string(),
         line: 0,
         col: 0,
-        message: format!("cannot read campaign file: {e}"),
+        message: format!(
+            "cannot read {}: {}",
+            path.display(),
+            crate::util::fsx::io_reason(&e)
+        ),
     })?;
     parse(path, &text)
 }
@@ -644,7 +661,11 @@ num_requests = 2
     fn wrong_type_and_bad_enum_point_at_the_value() {
         let e = err(&MINIMAL.replace("num_requests = 2", "num_requests = \"two\""));
         assert_eq!(e.line, 14);
-        assert!(e.message.contains("expected u64"), "{}", e.message);
+        assert!(
+            e.message.contains("expected a whole number"),
+            "{}",
+            e.message
+        );
         let e = err(&MINIMAL.replace("kind = \"sim\"", "kind = \"tgi\""));
         assert_eq!((e.line, e.col), (9, 8));
         assert!(

@@ -26,6 +26,7 @@ use crate::util::table;
 use crate::util::units::{parse_duration, parse_list, parse_slo, Slo};
 
 mod expect;
+pub mod vllm_dialect;
 
 /// Version of the bench result file layout.
 pub const BENCH_SCHEMA_VERSION: u32 = 1;
@@ -352,7 +353,8 @@ pub enum BenchEnd {
 }
 
 /// Run `servebench bench`; says whether every request succeeded believably.
-pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<BenchEnd> {
+pub async fn run(mut args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<BenchEnd> {
+    vllm_dialect::apply(&mut args)?;
     let r = resolve(&args)?;
     let expected = args.expect.as_deref().map(read_expected).transpose()?;
     if let (Some(path), Some(old)) = (&args.expect, &expected) {
@@ -369,7 +371,8 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
     }
     let key = crate::util::secret::api_key(args.api_key.as_deref(), args.api_key_env.as_deref())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let endpoint = Endpoint::new(&args.url, args.api)?.with_api_key(key.as_deref())?;
+    let url = args.url.as_deref().unwrap_or_default();
+    let endpoint = Endpoint::new(url, args.api)?.with_api_key(key.as_deref())?;
     let model = discover_model(&endpoint, args.model.as_deref()).await?;
     let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let executor = Arc::new(HttpExecutor {
@@ -467,6 +470,8 @@ pub async fn run(args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<B
         levels,
     };
     print!("{}", summary_table(&result.levels));
+    print!("{}", goodput_lines(&result.levels));
+    print!("{}", vllm_dialect::percentile_lines(&args, &result.levels)?);
     let mut answers_ok = true;
     if let (Some(path), Some(old)) = (&args.expect, &expected) {
         let (lines, ok) = expect::judge(&path.display().to_string(), old, &result);
@@ -565,6 +570,27 @@ fn level_line(label: &str, s: &LevelSummary) -> String {
         line.push_str(&format!(" (failures: {})", f.join(", ")));
     }
     line
+}
+
+/// Goodput and attainment of every level against every `--slo`: the
+/// requests that met every bound per second, and their share of all
+/// requests sent (failures count against it).
+pub fn goodput_lines(levels: &[LevelSummary]) -> String {
+    let mut out = String::new();
+    for s in levels {
+        for g in &s.goodput {
+            out.push_str(&format!(
+                "goodput at {} ({}): {:.2} req/s; attainment {:.1} % ({} of {} requests met every bound)\n",
+                s.load,
+                g.slo,
+                g.rate_rps,
+                g.share * 100.0,
+                g.good_requests,
+                s.completed + s.failed
+            ));
+        }
+    }
+    out
 }
 
 /// The end-of-run summary table, one row per level.

@@ -14,9 +14,10 @@ pub fn example_campaign(engine: cli::InitEngine) -> &'static str {
     }
 }
 
-/// The model files an example campaign's memory model reads, as (path
-/// relative to the campaign, content): written beside it so `plan` works.
-pub fn example_models(engine: cli::InitEngine) -> &'static [(&'static str, &'static str)] {
+/// The files an example campaign reads (its model's config for the memory
+/// model, llama.cpp's start script), as (path relative to the campaign,
+/// content): written beside it so `plan` works from any directory.
+pub fn example_files(engine: cli::InitEngine) -> &'static [(&'static str, &'static str)] {
     match engine {
         cli::InitEngine::Sglang => &[
             (
@@ -40,8 +41,33 @@ pub fn example_models(engine: cli::InitEngine) -> &'static [(&'static str, &'sta
                 ),
             ),
         ],
-        cli::InitEngine::Sim | cli::InitEngine::Llamacpp => &[],
+        // The script that starts llama.cpp's server from the PyPI package,
+        // so the campaign runs from any directory without a native build.
+        cli::InitEngine::Llamacpp => &[(
+            "scripts/llama-server",
+            include_str!("../../scripts/llama-server"),
+        )],
+        cli::InitEngine::Sim => &[],
     }
+}
+
+/// An example campaign as `init` writes it to `output`: its results, its
+/// scripts and the commands in its comments are those of the new file,
+/// not of the example inside the source tree.
+pub fn as_written(example: &str, output: &std::path::Path) -> String {
+    let mut text = example
+        .replace("results_dir = \"../results\"", "results_dir = \"results\"")
+        .replace("results land in ../results/", "results land in results/")
+        .replace("\"../scripts/", "\"scripts/")
+        .replace(
+            "`scripts/setup-test-env.sh`",
+            "the source tree's `scripts/setup-test-env.sh`",
+        );
+    let shown = output.display().to_string();
+    for name in ["quickstart", "llamacpp", "sglang-hybrid-8gpu", "vllm"] {
+        text = text.replace(&format!("examples/{name}.toml"), &shown);
+    }
+    text
 }
 
 /// `servebench init`: write an example campaign.
@@ -52,11 +78,10 @@ pub fn run(a: cli::InitArgs) -> anyhow::Result<ExitCode> {
             a.output.display()
         );
     }
-    let text = example_campaign(a.engine)
-        .replace("results_dir = \"../results\"", "results_dir = \"results\"");
+    let text = as_written(example_campaign(a.engine), &a.output);
     util::fsx::write_atomic(&a.output, text.as_bytes())?;
     let dir = a.output.parent().unwrap_or(std::path::Path::new(""));
-    for (rel, content) in example_models(a.engine) {
+    for (rel, content) in example_files(a.engine) {
         let path = dir.join(rel);
         // A model file already there is the user's: left as it is.
         if path.exists() {

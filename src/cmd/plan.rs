@@ -28,6 +28,7 @@ pub fn plan_options(
         retry_crashed: s.retry_crashed,
         engine_build: None,
         engine_build_error: None,
+        engine_unusable: None,
         reuse_across_versions: s.reuse_across_versions,
         prior_results: s.prior_results.clone(),
         // About a tenth of a second, so only where the CPU priors are used.
@@ -68,13 +69,20 @@ pub fn detect_engine(c: &campaign::Campaign, opts: &mut plan::PlanOptions, local
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "servebench".into());
-    let cmd = c.engine_version_command.clone().or_else(|| {
-        crate::engine::version::version_command(c.engine.kind, &c.engine.executable, &exe)
-    });
-    if let Some(cmd) = cmd {
-        match crate::engine::version::detect(&cmd) {
-            Ok(b) => opts.engine_build = Some(b),
-            Err(e) => opts.engine_build_error = Some(e),
+    let own = crate::engine::version::version_command(c.engine.kind, &c.engine.executable, &exe);
+    // The campaign's own version command says nothing of whether the
+    // engine starts; the engine's own does.
+    let asks_engine = c.engine_version_command.is_none();
+    let Some(cmd) = c.engine_version_command.clone().or(own) else {
+        return;
+    };
+    match crate::engine::version::detect(&cmd) {
+        Ok(b) => opts.engine_build = Some(b),
+        Err(e) => {
+            if asks_engine && e.engine_unusable() {
+                opts.engine_unusable = Some(format!("the engine cannot start here: {e}"));
+            }
+            opts.engine_build_error = Some(e.to_string());
         }
     }
 }

@@ -8,6 +8,9 @@ use crate::{cli, report};
 /// `servebench report`: render stored results.
 pub fn run(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
     let set = report::load(&a.results_dir)?;
+    if let Some(b) = &a.baseline {
+        check_baseline(&set, b, &a.results_dir)?;
+    }
     let opts = report::ReportOptions {
         baseline: a.baseline,
         include_crashed: a.include_crashed,
@@ -24,12 +27,43 @@ pub fn run(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
         .copied()
         .filter(|f| *f != report::Format::Table)
         .collect();
-    let out = a.out.unwrap_or(a.results_dir);
-    for p in report::write_files(&r, &files, &out)? {
+    let out = a.out.unwrap_or_else(|| a.results_dir.clone());
+    let written = report::write_files(&r, &files, &out)?;
+    for p in &written {
         eprintln!("wrote {}", p.display());
     }
-    print!("{}", report::answer::render(&r, &out));
+    // Only a report this command wrote is named: another --out may hold none.
+    let html = written
+        .iter()
+        .find(|p| p.file_name().is_some_and(|n| n == "report.html"));
+    print!(
+        "{}",
+        report::answer::render(&r, &a.results_dir, html.map(|p| p.as_path()))
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--baseline` must name a server whose cells are stored: another name
+/// would silently drop every speedup from the rewritten reports.
+fn check_baseline(
+    set: &report::ResultSet,
+    baseline: &str,
+    dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    let mut servers: Vec<&str> = set.cells.iter().map(|c| c.server_id.as_str()).collect();
+    servers.sort_unstable();
+    servers.dedup();
+    if servers.contains(&baseline) {
+        return Ok(());
+    }
+    let hint = crate::util::suggest::did_you_mean(baseline, servers.iter().copied())
+        .map(|s| format!(" (did you mean `{s}`?)"))
+        .unwrap_or_default();
+    anyhow::bail!(
+        "--baseline {baseline}: no server of that name in {}{hint}; its servers: {}",
+        dir.display(),
+        servers.join(", ")
+    )
 }
 
 /// `servebench compare`: regressions between two result sets.

@@ -38,7 +38,30 @@ pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
     if a.dry_run {
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", runner::summary::render(&c, &outcome.cells));
+    // The campaign's description lets `report` find the baseline and order
+    // later. Both are written before the summary, which names only the
+    // report this run wrote. The report is best effort: a failure to write
+    // it must not hide the run's own outcome.
+    if c.results_dir.join("cells").is_dir() {
+        if let Err(e) = store::meta::CampaignMeta::from_campaign(&c).write(&c.results_dir) {
+            eprintln!("campaign.json not written: {e}");
+        }
+    }
+    let mut html = None;
+    if let Some(results) = &outcome.results {
+        match report::write_for_campaign(&c, results) {
+            Ok(Some(p)) => {
+                eprintln!("report: {}", p.display());
+                html = Some(p);
+            }
+            Ok(None) => {}
+            Err(e) => eprintln!("report not written: {e:#}"),
+        }
+    }
+    print!(
+        "{}",
+        runner::summary::render(&c, &outcome.cells, html.as_deref())
+    );
     let exit_code = match outcome.end(&c) {
         runner::RunEnd::AllOk => 0,
         runner::RunEnd::SomeFailed => EXIT_SOME_FAILED,
@@ -53,21 +76,6 @@ pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
         exit_code,
         results: c.results_dir.display().to_string(),
     });
-    // The campaign's description lets `report` find the baseline and order
-    // later; the report itself is best effort: a failure to write it must
-    // not hide the run's own outcome.
-    if c.results_dir.join("cells").is_dir() {
-        if let Err(e) = store::meta::CampaignMeta::from_campaign(&c).write(&c.results_dir) {
-            eprintln!("campaign.json not written: {e}");
-        }
-    }
-    if let Some(results) = &outcome.results {
-        match report::write_for_campaign(&c, results) {
-            Ok(Some(p)) => eprintln!("report: {}", p.display()),
-            Ok(None) => {}
-            Err(e) => eprintln!("report not written: {e:#}"),
-        }
-    }
     if outcome.interrupted {
         eprintln!("interrupted: finished cells are stored; run again to resume");
     }

@@ -107,6 +107,16 @@ impl EngineKind {
         v.iter().map(|s| s.to_string()).collect()
     }
 
+    /// What to install when this engine cannot run here, in one line.
+    pub fn install_hint(self) -> &'static str {
+        match self {
+            EngineKind::Sglang => "install SGLang into the Python of `[engine] executable` (`pip install sglang`)",
+            EngineKind::Vllm => "install vLLM (`pip install vllm`) or point `[engine] executable` at its `vllm`",
+            EngineKind::Llamacpp => "install llama.cpp's `llama-server` on the PATH, or `pip install xllamacpp` for the `llama-server` script `servebench init` writes, or point `[engine] executable` at one",
+            EngineKind::Sim | EngineKind::Openai | EngineKind::Command => "check `[engine] executable`",
+        }
+    }
+
     /// What the plan assumes of this engine's start and stop before any is measured.
     pub fn lifecycle(self) -> Lifecycle {
         match self {

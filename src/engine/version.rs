@@ -61,23 +61,107 @@ pub fn version_command(kind: EngineKind, exe: &[String], self_exe: &str) -> Opti
     }
 }
 
-/// Run `cmd` and take the version from its output; `Err` says why not.
-pub fn detect(cmd: &[String]) -> Result<EngineBuild, String> {
-    let (program, args) = cmd
-        .split_first()
-        .ok_or_else(|| "an empty version command".to_string())?;
-    let shown = cmd.join(" ");
-    let out = run_bounded(program, args).map_err(|e| format!("`{shown}`: {e}"))?;
-    let version = version_line(&out).ok_or_else(|| {
-        format!(
-            "`{shown}` printed no version: {}",
-            crate::failure::truncate(out.trim(), 200)
-        )
+/// Why a version command gave no version.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VersionError {
+    /// The version command is empty.
+    #[error("an empty version command")]
+    Empty,
+    /// Its program could not be started (missing, not executable).
+    #[error("`{command}` cannot run: {reason}")]
+    CannotRun {
+        /// The command as shown.
+        command: String,
+        /// The system's reason.
+        reason: String,
+    },
+    /// It ran and failed: its exit status and its most telling line.
+    #[error("`{command}` failed ({status}): {line}")]
+    Failed {
+        /// The command as shown.
+        command: String,
+        /// How it ended, e.g. `exit code 1`.
+        status: String,
+        /// The last line it printed (a traceback's last line names its error).
+        line: String,
+    },
+    /// It answered too slowly.
+    #[error("`{command}` gave no answer within {secs}s")]
+    Timeout {
+        /// The command as shown.
+        command: String,
+        /// The limit, s.
+        secs: u64,
+    },
+    /// It succeeded but named no version.
+    #[error("`{command}` printed no version: {output}")]
+    NoVersion {
+        /// The command as shown.
+        command: String,
+        /// What it printed, shortened.
+        output: String,
+    },
+}
+
+impl VersionError {
+    /// Whether the program itself is unusable: missing, or failing before
+    /// it could say its version. Asked of the engine's own executable, this
+    /// means its servers cannot start either.
+    pub fn engine_unusable(&self) -> bool {
+        matches!(self, Self::CannotRun { .. } | Self::Failed { .. })
+    }
+}
+
+/// Run `cmd` and take the version from its output; `Err` says why not. A
+/// command that exits unsuccessfully never yields a version, whatever it
+/// printed (a Python traceback holds line numbers).
+pub fn detect(cmd: &[String]) -> Result<EngineBuild, VersionError> {
+    let (program, args) = cmd.split_first().ok_or(VersionError::Empty)?;
+    let command = cmd.join(" ");
+    let out = run_bounded(program, args).map_err(|e| match e {
+        RunError::Spawn(reason) => VersionError::CannotRun {
+            command: command.clone(),
+            reason,
+        },
+        RunError::Timeout => VersionError::Timeout {
+            command: command.clone(),
+            secs: VERSION_TIMEOUT.as_secs(),
+        },
+    })?;
+    if !out.status.success() {
+        let line = last_line(&out.stderr)
+            .or_else(|| last_line(&out.stdout))
+            .unwrap_or("(it printed nothing)");
+        return Err(VersionError::Failed {
+            command,
+            status: exit_status(&out.status),
+            line: crate::failure::truncate(line, 200),
+        });
+    }
+    let text = format!("{}\n{}", out.stdout, out.stderr);
+    let version = version_line(&text).ok_or_else(|| VersionError::NoVersion {
+        command: command.clone(),
+        output: crate::failure::truncate(text.trim(), 200),
     })?;
     Ok(EngineBuild {
         version,
-        source: shown,
+        source: command,
     })
+}
+
+/// The last line of `text` with anything on it.
+fn last_line(text: &str) -> Option<&str> {
+    text.lines().map(str::trim).rfind(|l| !l.is_empty())
+}
+
+/// `exit code N` or `killed by signal N`.
+fn exit_status(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        (None, None) => "ended abnormally".into(),
+    }
 }
 
 /// The first line that names a version: one with a digit, without the
@@ -112,8 +196,23 @@ impl EngineBuild {
     }
 }
 
-/// Output of `program args` (stdout, then stderr), killed past the timeout.
-fn run_bounded(program: &str, args: &[String]) -> Result<String, String> {
+/// Why a bounded run gave no output.
+enum RunError {
+    /// The program could not be started.
+    Spawn(String),
+    /// It ran past the limit and was killed.
+    Timeout,
+}
+
+/// What a finished program printed and how it ended.
+struct Ran {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Run `program args`, killed past the timeout.
+fn run_bounded(program: &str, args: &[String]) -> Result<Ran, RunError> {
     use std::io::Read;
     let mut child = Command::new(program)
         .args(args)
@@ -121,7 +220,7 @@ fn run_bounded(program: &str, args: &[String]) -> Result<String, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| RunError::Spawn(e.to_string()))?;
     // Both pipes drain on their own threads so a chatty program never blocks.
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
@@ -145,20 +244,23 @@ fn run_bounded(program: &str, args: &[String]) -> Result<String, String> {
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
     );
     let start = Instant::now();
-    loop {
-        match child.try_wait().map_err(|e| e.to_string())? {
-            Some(_) => break,
-            None if start.elapsed() > VERSION_TIMEOUT => {
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Err(e) => return Err(RunError::Spawn(e.to_string())),
+            Ok(None) if start.elapsed() > VERSION_TIMEOUT => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("no answer within {}s", VERSION_TIMEOUT.as_secs()));
+                return Err(RunError::Timeout);
             }
-            None => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
         }
-    }
-    let out = out.join().unwrap_or_default();
-    let err = err.join().unwrap_or_default();
-    Ok(format!("{out}\n{err}"))
+    };
+    Ok(Ran {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
 }
 
 #[cfg(test)]
@@ -198,7 +300,25 @@ mod tests {
     #[test]
     fn a_command_that_fails_or_hangs_is_an_error_not_a_version() {
         let err = detect(&["/no/such/program".into()]).unwrap_err();
-        assert!(err.contains("/no/such/program"), "{err}");
+        assert!(err.to_string().contains("/no/such/program"), "{err}");
+        assert!(err.engine_unusable());
+        // A traceback holds line numbers; none of them is a version.
+        let err = detect(&[
+            "sh".into(),
+            "-c".into(),
+            "echo 'Traceback:' >&2; echo '  File \"<string>\", line 1, in <module>' >&2; \
+             echo \"ModuleNotFoundError: No module named 'sglang'\" >&2; exit 1"
+                .into(),
+        ])
+        .unwrap_err();
+        assert!(err.engine_unusable());
+        assert!(
+            err.to_string()
+                .ends_with("failed (exit code 1): ModuleNotFoundError: No module named 'sglang'"),
+            "{err}"
+        );
+        let err = detect(&["sh".into(), "-c".into(), "echo no digits".into()]).unwrap_err();
+        assert!(!err.engine_unusable(), "{err}");
         let b = detect(&["sh".into(), "-c".into(), "echo 'sglang 0.5.23'".into()]).unwrap();
         assert_eq!(b.version, "0.5.23");
     }

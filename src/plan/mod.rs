@@ -238,6 +238,10 @@ pub struct PlanOptions {
     pub engine_build: Option<EngineBuild>,
     /// Why the engine build could not be found, when it could not.
     pub engine_build_error: Option<String>,
+    /// Why the engine cannot start here (its own executable is missing or
+    /// fails before saying its version): every cell that would run is
+    /// skipped with this reason instead of launching a server that dies.
+    pub engine_unusable: Option<String>,
     /// `--reuse-across-versions`: keep cells measured on another engine build.
     pub reuse_across_versions: bool,
     /// Results of earlier campaigns (same model and engine) the ETAs learn from.
@@ -399,6 +403,11 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 }
             }
         }
+        if let Some(why) = &opts.engine_unusable {
+            for cell in cells.iter_mut().filter(|c| c.verdict.runs()) {
+                cell.verdict = Verdict::Skip(why.clone());
+            }
+        }
         let mut searches = Vec::new();
         for (i, search) in c.searches.iter().enumerate() {
             if !opts.only.iter().all(|f| f.matches(s, &search.base)) {
@@ -419,6 +428,11 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                     model_info: model_info.as_ref(),
                 },
             ));
+        }
+        if let Some(why) = &opts.engine_unusable {
+            for search in searches.iter_mut().filter(|s| s.runs()) {
+                search.skip = Some(why.clone());
+            }
         }
         if cells.is_empty() && searches.is_empty() {
             continue;
@@ -497,8 +511,14 @@ fn engine_notes(c: &Campaign, opts: &PlanOptions) -> Vec<String> {
                 }
             }
         }
-        (None, Some(e)) => out.push(format!("engine build not detected: {e}")),
+        (None, Some(e)) => out.push(format!("engine build: version unknown: {e}")),
         (None, None) => {}
+    }
+    if opts.engine_unusable.is_some() {
+        out.push(format!(
+            "the engine cannot start here, so no cell runs: {}",
+            c.engine.kind.install_hint()
+        ));
     }
     out
 }

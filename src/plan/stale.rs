@@ -47,8 +47,13 @@ pub fn reason(
         }
     }
     let engine = serde_json::to_value(&c.engine).expect("engine serializes");
-    if stored.engine.as_ref().is_some_and(|e| *e != engine) {
-        parts.push("engine settings changed".into());
+    if let Some(then) = stored.engine.as_ref().filter(|e| **e != engine) {
+        let changed = differences(then, &engine, &[]);
+        parts.push(if changed.is_empty() {
+            "engine settings changed".into()
+        } else {
+            format!("engine {changed}")
+        });
     }
     if let Some(then) = &stored.model {
         let now = serde_json::to_value(&c.model).expect("model serializes");
@@ -122,9 +127,9 @@ fn differences(then: &Value, now: &Value, skip: &[&str]) -> String {
     let changed: Vec<String> = keys
         .into_iter()
         .filter(|k| !skip.contains(&k.as_str()) && then.get(*k) != now.get(*k))
-        .map(|k| match (then.get(k), now.get(k)) {
-            (Some(a), Some(b)) if is_scalar(a) && is_scalar(b) => format!("{k} {a} → {b}"),
-            _ => k.clone(),
+        .map(|k| {
+            let shown = |v: Option<&Value>| v.map_or_else(|| "(none)".to_string(), short);
+            format!("{k} {} → {}", shown(then.get(k)), shown(now.get(k)))
         })
         .collect();
     match changed.len() {
@@ -134,6 +139,22 @@ fn differences(then: &Value, now: &Value, skip: &[&str]) -> String {
     }
 }
 
-fn is_scalar(v: &Value) -> bool {
-    !(v.is_object() || v.is_array())
+/// A value as short text: scalars as JSON writes them, a list of them as
+/// `[a, b]` with strings bare (a command line's flags read as typed), and
+/// anything longer cut at 80 characters.
+fn short(v: &Value) -> String {
+    let text = match v {
+        Value::Array(items) => {
+            let items: Vec<String> = items
+                .iter()
+                .map(|i| match i {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            format!("[{}]", items.join(", "))
+        }
+        other => other.to_string(),
+    };
+    crate::failure::truncate(&text, 80)
 }

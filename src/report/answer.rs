@@ -90,16 +90,18 @@ pub fn lines(r: &Report) -> Vec<String> {
     out
 }
 
-/// The answer with its heading and where the rest is, for the terminal.
-pub fn render(r: &Report, results_dir: &std::path::Path) -> String {
+/// The answer with its heading and where the rest is, for the terminal:
+/// `html` is the HTML report when one exists, `results_dir` the stored cells.
+pub fn render(r: &Report, results_dir: &std::path::Path, html: Option<&std::path::Path>) -> String {
     let mut s = String::from("Answer\n");
     for l in lines(r) {
         s.push_str(&format!("  {l}\n"));
     }
     let dir = results_dir.display();
-    s.push_str(&format!(
-        "full report: {dir}/report.html; every cell: servebench report {dir} --table\n"
-    ));
+    if let Some(html) = html {
+        s.push_str(&format!("full report: {}; ", html.display()));
+    }
+    s.push_str(&format!("every cell: servebench report {dir} --table\n"));
     s
 }
 

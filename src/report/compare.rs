@@ -116,6 +116,39 @@ pub struct Comparison {
     pub notes: Vec<String>,
     /// Number of flagged regressions (rows plus cells that stopped working).
     pub regressions: usize,
+    /// The engine builds BASE's cells were measured on, each with its cell count.
+    pub base_builds: Vec<(String, usize)>,
+    /// The engine builds NEW's cells were measured on, each with its cell count.
+    pub new_builds: Vec<(String, usize)>,
+}
+
+/// The engine builds of `set`'s cells, in the order first seen, with
+/// their cell counts (`unknown` for cells stored without one).
+fn builds(set: &ResultSet) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for c in &set.cells {
+        let v = c
+            .engine_build
+            .as_ref()
+            .map_or_else(|| "unknown".to_string(), |b| b.version.clone());
+        match out.iter_mut().find(|(b, _)| *b == v) {
+            Some((_, n)) => *n += 1,
+            None => out.push((v, 1)),
+        }
+    }
+    out
+}
+
+/// `0.32.0 (12 cells)`, or several such joined.
+fn builds_text(builds: &[(String, usize)]) -> String {
+    if builds.is_empty() {
+        return "no cells".into();
+    }
+    builds
+        .iter()
+        .map(|(v, n)| format!("{v} ({n} cells)"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// How a NEW cell's BASE counterpart was found.
@@ -276,6 +309,8 @@ pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison 
         answers,
         notes,
         regressions,
+        base_builds: builds(base),
+        new_builds: builds(new),
     }
 }
 
@@ -384,6 +419,11 @@ pub fn render(c: &Comparison) -> String {
         ],
         &rows,
     );
+    out.push_str(&format!(
+        "engine build: BASE {}; NEW {}\n",
+        builds_text(&c.base_builds),
+        builds_text(&c.new_builds)
+    ));
     for n in &c.notes {
         out.push_str(&format!("note: {n}\n"));
     }

@@ -79,6 +79,10 @@ pub enum Event {
         class: FailureClass,
         /// The evidence.
         detail: String,
+        /// The server log's last line, where no classified cause already
+        /// names why (a missing file, a bad flag, a traceback's error).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        log_line: Option<String>,
     },
     /// The server died during a cell.
     ServerCrashed {
@@ -239,7 +243,13 @@ impl Event {
                 server,
                 class,
                 detail,
-            } => format!("   {server} failed to start: {class} ({detail})"),
+                log_line,
+            } => match log_line {
+                Some(line) => {
+                    format!("   {server} failed to start: {class} ({detail}); its log ends: {line}")
+                }
+                None => format!("   {server} failed to start: {class} ({detail})"),
+            },
             Event::ServerCrashed {
                 server,
                 cell,
@@ -474,6 +484,7 @@ mod tests {
             server: "a".into(),
             class: FailureClass::HealthTimeout,
             detail: "no answer".into(),
+            log_line: None,
         });
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         let lines: Vec<serde_json::Value> = text

@@ -244,6 +244,7 @@ impl<'a> GroupRun<'a> {
             server: self.g.server.id.clone(),
             class: failure.class,
             detail: failure.detail.clone(),
+            log_line: failure.unclassified_log_line(),
         });
         self.slot.eta.group_done(&self.g.server.id);
         for cell in &self.cells[next..] {

@@ -143,7 +143,7 @@ pub const SUMMARY_ROWS_MAX: usize = 40;
 
 /// Render the end-of-run summary: every cell's row (or a count per status
 /// beyond [`SUMMARY_ROWS_MAX`] cells), then the answer.
-pub fn render(c: &Campaign, cells: &[CellResult]) -> String {
+pub fn render(c: &Campaign, cells: &[CellResult], html: Option<&std::path::Path>) -> String {
     let report = report_of(c, cells);
     let mut out = if report.cells.len() <= SUMMARY_ROWS_MAX {
         cell_table(&report)
@@ -161,7 +161,11 @@ pub fn render(c: &Campaign, cells: &[CellResult]) -> String {
             out.push_str(&format!("  {l}\n"));
         }
     }
-    out.push_str(&crate::report::answer::render(&report, &c.results_dir));
+    out.push_str(&crate::report::answer::render(
+        &report,
+        &c.results_dir,
+        html,
+    ));
     out
 }
 

@@ -7,6 +7,16 @@
 use std::io::Write;
 use std::path::Path;
 
+/// An I/O error in plain words, without the `(os error N)` tail:
+/// `No such file or directory`, `Permission denied`.
+pub fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => text[..i].to_string(),
+        _ => text,
+    }
+}
+
 /// Whether `path` may be (re)placed by [`write_atomic`]: it is missing or a
 /// regular file. Callers check before expensive work so nothing is lost.
 pub fn check_replaceable(path: &Path) -> std::io::Result<()> {

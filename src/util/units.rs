@@ -76,6 +76,21 @@ pub struct Slo {
     pub e2e_ms: Option<f64>,
 }
 
+impl std::fmt::Display for Slo {
+    /// `ttft<=200ms, tpot<=50ms`: the bounds set, as `--slo` takes them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bounds: Vec<String> = [
+            ("ttft", self.ttft_ms),
+            ("tpot", self.tpot_ms),
+            ("e2e", self.e2e_ms),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|ms| format!("{k}<={ms}ms")))
+        .collect();
+        f.write_str(&bounds.join(", "))
+    }
+}
+
 impl Slo {
     /// Whether no bound is set.
     pub fn is_empty(&self) -> bool {

@@ -6,7 +6,8 @@
 //!   after it (`gpt`/`assistant`/`chatgpt`) gives the reference output length.
 //!   Other roles (e.g. `system`) are ignored.
 //! - JSONL: one object per line, `{"prompt": "...", "output_len": 128}` with
-//!   `output_len` optional; blank lines are allowed.
+//!   `output_len` optional, or a ShareGPT record per line; blank lines are
+//!   allowed. A ShareGPT array may hold prompt records too.
 //!
 //! Invariants:
 //! - Malformed input is an error naming the file and the line (JSONL) or the
@@ -150,6 +151,44 @@ struct RawRecord {
     reference: Option<String>,
 }
 
+/// Every record of `path`, read completely, with the count of records
+/// that hold no prompt/answer pair.
+fn read_records(
+    path: &Path,
+    format: DatasetFormat,
+) -> Result<(Vec<RawRecord>, DatasetReport), WorkloadError> {
+    let file = File::open(path).map_err(|source| WorkloadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let reader = BufReader::new(file);
+    let mut report = DatasetReport {
+        path: path.to_path_buf(),
+        ..DatasetReport::default()
+    };
+    let records = match format {
+        DatasetFormat::Jsonl => read_jsonl(path, reader, &mut report)?,
+        DatasetFormat::Sharegpt => read_sharegpt(path, reader, &mut report)?,
+    };
+    report.records = records.len() + report.no_prompt_pair;
+    Ok((records, report))
+}
+
+/// Reads `path` completely, as a campaign's load does before anything
+/// starts: a malformed record is an error at its line or record, and a
+/// file without one usable prompt is refused. Returns the usable records.
+pub fn check(path: &Path, format: DatasetFormat) -> Result<usize, WorkloadError> {
+    let (records, report) = read_records(path, format)?;
+    if records.is_empty() {
+        return Err(parse_error(
+            path,
+            format!("all {} records", report.records),
+            "no record holds a prompt (a `prompt`, or a ShareGPT human turn followed by an answer)",
+        ));
+    }
+    Ok(records.len())
+}
+
 /// Loads up to `limit` requests (all if `None`) from `path`, sampled with `seed` and length-filtered.
 pub fn load(
     path: &Path,
@@ -159,21 +198,8 @@ pub fn load(
     limit: Option<usize>,
     seed: u64,
 ) -> Result<DatasetSample, WorkloadError> {
-    let file = File::open(path).map_err(|source| WorkloadError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let reader = BufReader::new(file);
-    let mut report = DatasetReport {
-        path: path.to_path_buf(),
-        exact_lengths: counter.exact(),
-        ..DatasetReport::default()
-    };
-    let records = match format {
-        DatasetFormat::Jsonl => read_jsonl(path, reader)?,
-        DatasetFormat::Sharegpt => read_sharegpt(path, reader, &mut report)?,
-    };
-    report.records = records.len() + report.no_prompt_pair;
+    let (records, mut report) = read_records(path, format)?;
+    report.exact_lengths = counter.exact();
     let mut order: Vec<usize> = (0..records.len()).collect();
     order.shuffle(&mut seeded(seed));
     let limit = limit.unwrap_or(usize::MAX);
@@ -221,50 +247,12 @@ fn parse_error(path: &Path, location: String, message: impl Into<String>) -> Wor
     }
 }
 
-/// One JSONL record; unknown keys are allowed so richer files can be reused.
+/// A prompt record; unknown keys are allowed so richer files can be reused.
 #[derive(Deserialize)]
-struct JsonlLine {
+struct PromptRecord {
     prompt: String,
     #[serde(default)]
-    output_len: Option<u64>,
-}
-
-fn read_jsonl(path: &Path, reader: impl BufRead) -> Result<Vec<RawRecord>, WorkloadError> {
-    let mut out = Vec::new();
-    for (i, line) in reader.lines().enumerate() {
-        let lineno = i + 1;
-        let line = line.map_err(|e| parse_error(path, format!("line {lineno}"), e.to_string()))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let rec: JsonlLine = serde_json::from_str(&line).map_err(|e| {
-            parse_error(
-                path,
-                format!("line {lineno}, column {}", e.column()),
-                e.to_string(),
-            )
-        })?;
-        let output_len = match rec.output_len {
-            Some(0) => {
-                return Err(parse_error(
-                    path,
-                    format!("line {lineno}"),
-                    "`output_len` must be at least 1",
-                ))
-            }
-            Some(n) => Some(usize::try_from(n).map_err(|_| {
-                parse_error(path, format!("line {lineno}"), "`output_len` is too large")
-            })?),
-            None => None,
-        };
-        out.push(RawRecord {
-            source: format!("line {lineno}"),
-            prompt: rec.prompt,
-            output_len,
-            reference: None,
-        });
-    }
-    Ok(out)
+    output_len: Option<serde_json::Value>,
 }
 
 /// One ShareGPT record; other keys (`id`, `model`, ...) are ignored.
@@ -277,6 +265,110 @@ struct ShareGptRecord {
 struct ShareGptTurn {
     from: String,
     value: String,
+}
+
+/// One record of either shape (a prompt record or a ShareGPT
+/// conversation) from its JSON value; `Ok(None)` is a conversation without
+/// a prompt/answer pair. `Err` says what is wrong in plain words.
+fn record_from_value(
+    value: serde_json::Value,
+    source: String,
+) -> Result<Option<RawRecord>, String> {
+    let Some(object) = value.as_object() else {
+        return Err(format!(
+            "expected an object with `prompt` or ShareGPT `conversations`, found {}",
+            json_kind(&value)
+        ));
+    };
+    if object.contains_key("conversations") {
+        let rec: ShareGptRecord = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        return Ok(sharegpt_pair(&rec).map(|(prompt, answer)| RawRecord {
+            source,
+            prompt: prompt.to_string(),
+            output_len: None,
+            reference: Some(answer.to_string()),
+        }));
+    }
+    if !object.contains_key("prompt") {
+        return Err(
+            "a record needs `prompt` (text) or ShareGPT `conversations`; this one has neither"
+                .into(),
+        );
+    }
+    let rec: PromptRecord = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    let output_len = match rec.output_len {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => match v.as_u64() {
+            Some(0) => return Err("`output_len` must be at least 1".into()),
+            Some(n) => Some(usize::try_from(n).map_err(|_| "`output_len` is too large")?),
+            None => {
+                return Err(format!(
+                    "`output_len` must be a whole number of tokens, found {v}"
+                ))
+            }
+        },
+    };
+    Ok(Some(RawRecord {
+        source,
+        prompt: rec.prompt,
+        output_len,
+        reference: None,
+    }))
+}
+
+/// A JSON value's kind in words, for errors.
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// The first human turn and the first assistant turn after it.
+fn sharegpt_pair(rec: &ShareGptRecord) -> Option<(&str, &str)> {
+    let turns = &rec.conversations;
+    let h = turns
+        .iter()
+        .position(|t| matches!(t.from.as_str(), "human" | "user"))?;
+    let answer = turns[h + 1..]
+        .iter()
+        .find(|t| matches!(t.from.as_str(), "gpt" | "assistant" | "chatgpt"))?;
+    Some((&turns[h].value, &answer.value))
+}
+
+/// Every line of a JSONL file: a prompt record or a ShareGPT conversation
+/// per line; blank lines are allowed.
+fn read_jsonl(
+    path: &Path,
+    reader: impl BufRead,
+    report: &mut DatasetReport,
+) -> Result<Vec<RawRecord>, WorkloadError> {
+    let mut out = Vec::new();
+    for (i, line) in reader.lines().enumerate() {
+        let lineno = i + 1;
+        let line = line.map_err(|e| parse_error(path, format!("line {lineno}"), e.to_string()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_str(&line).map_err(|e| {
+            parse_error(
+                path,
+                format!("line {lineno}, column {}", e.column()),
+                e.to_string(),
+            )
+        })?;
+        match record_from_value(value, format!("line {lineno}"))
+            .map_err(|e| parse_error(path, format!("line {lineno}"), e))?
+        {
+            Some(rec) => out.push(rec),
+            None => report.no_prompt_pair += 1,
+        }
+    }
+    Ok(out)
 }
 
 /// Streams the top-level array so a bad record is reported by its index.
@@ -315,32 +407,13 @@ impl<'de> Visitor<'de> for RecordsSeed<'_> {
                     return Err(e);
                 }
             };
-            let rec: ShareGptRecord = match serde_json::from_value(value) {
-                Ok(r) => r,
-                Err(e) => {
-                    let msg = e.to_string();
+            match record_from_value(value, format!("record {index}")) {
+                Ok(Some(rec)) => self.out.push(rec),
+                Ok(None) => self.report.no_prompt_pair += 1,
+                Err(msg) => {
                     *self.bad = Some((index, msg.clone()));
                     return Err(serde::de::Error::custom(msg));
                 }
-            };
-            let human = rec
-                .conversations
-                .iter()
-                .position(|t| matches!(t.from.as_str(), "human" | "user"));
-            let pair = human.and_then(|h| {
-                rec.conversations[h + 1..]
-                    .iter()
-                    .find(|t| matches!(t.from.as_str(), "gpt" | "assistant" | "chatgpt"))
-                    .map(|answer| (h, answer))
-            });
-            match pair {
-                Some((h, answer)) => self.out.push(RawRecord {
-                    source: format!("record {index}"),
-                    prompt: rec.conversations[h].value.clone(),
-                    output_len: None,
-                    reference: Some(answer.value.clone()),
-                }),
-                None => self.report.no_prompt_pair += 1,
             }
             index += 1;
         }
@@ -596,6 +669,58 @@ mod tests {
             r.kept + r.filtered() + r.no_prompt_pair + r.not_needed
         );
         assert!(r.to_string().contains("1 input too long"));
+    }
+
+    #[test]
+    fn jsonl_lines_may_be_sharegpt_conversations_beside_prompt_records() {
+        let content = [
+            r#"{"conversations": [{"from": "human", "value": "Name a colour."}, {"from": "gpt", "value": "Blue."}]}"#,
+            r#"{"prompt": "Count to three.", "output_len": 8}"#,
+            r#"{"conversations": [{"from": "system", "value": "Be brief."}]}"#,
+        ]
+        .join("\n");
+        let file = TempFile::new("rows.jsonl", &content);
+        assert_eq!(check(&file.0, DatasetFormat::Jsonl).unwrap(), 2);
+        let s = load(
+            &file.0,
+            DatasetFormat::Jsonl,
+            &ApproxCounter,
+            &LengthFilter::default(),
+            None,
+            0,
+        )
+        .unwrap();
+        assert_eq!((s.report.records, s.report.no_prompt_pair), (3, 1));
+        let row = s.requests.iter().find(|r| r.source == "line 1").unwrap();
+        assert_eq!(row.prompt, "Name a colour.");
+        assert_eq!(row.output_len, Some(ApproxCounter.count("Blue.").unwrap()));
+    }
+
+    #[test]
+    fn check_reads_the_whole_file_and_refuses_a_bad_line_or_no_prompt() {
+        let mut lines = vec![r#"{"prompt": "fine"}"#.to_string(); 500];
+        lines.push(r#"{"promt": "typo"}"#.into());
+        let file = TempFile::new("late-bad.jsonl", &lines.join("\n"));
+        let msg = check(&file.0, DatasetFormat::Jsonl)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("line 501") && msg.contains("has neither"),
+            "{msg}"
+        );
+        let empty = TempFile::new(
+            "no-pairs.json",
+            r#"[{"conversations": [{"from": "gpt", "value": "hi"}]}]"#,
+        );
+        let msg = check(&empty.0, DatasetFormat::Sharegpt)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("no record holds a prompt"), "{msg}");
+        let list = TempFile::new("list.jsonl", "[1, 2]\n");
+        let msg = check(&list.0, DatasetFormat::Jsonl)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("found a list"), "{msg}");
     }
 
     #[test]

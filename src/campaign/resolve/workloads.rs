@@ -457,16 +457,16 @@ fn loads_of(
             }
         }
         (Some(c), None) => {
-            let v = c.to_vec();
+            let v = c.get_ref().to_vec();
             if v.is_empty() {
                 return Err(src.error(
-                    &w.name,
+                    c,
                     format!("workload `{name}`: concurrency = [] measures nothing; list at least one value, e.g. concurrency = [1]"),
                 ));
             }
             if v.contains(&0) {
                 return Err(src.error(
-                    &w.name,
+                    c,
                     format!("workload `{name}`: concurrency must be at least 1"),
                 ));
             }
@@ -483,16 +483,16 @@ fn loads_of(
                 ));
             }
             let mut v = Vec::new();
-            if r.to_vec().is_empty() {
+            if r.get_ref().to_vec().is_empty() {
                 return Err(src.error(
-                    &w.name,
+                    r,
                     format!("workload `{name}`: rate = [] measures nothing; list at least one value, e.g. rate = [1.0]"),
                 ));
             }
-            for value in r.to_vec() {
+            for value in r.get_ref().to_vec() {
                 if !(value > 0.0 && value.is_finite()) {
                     return Err(src.error(
-                        &w.name,
+                        r,
                         format!("workload `{name}`: rates must be positive, got {value}"),
                     ));
                 }
@@ -578,6 +578,10 @@ fn prompt_source(
             if !path.exists() {
                 return Err(src.error(d, format!("dataset {} does not exist", path.display())));
             }
+            // Read completely now, so a bad record stops the campaign before
+            // any server starts rather than failing its cells one by one.
+            crate::workload::dataset::check(&path, format)
+                .map_err(|e| src.error(d, e.to_string()))?;
             let digest =
                 crate::workload::file_digest(&path).map_err(|e| src.error(d, e.to_string()))?;
             PromptSource::Dataset {
@@ -848,6 +852,7 @@ fn trace_loads(w: &super::super::RawWorkload) -> Result<Vec<LoadShape>, String> 
     };
     if let Some(c) = &w.concurrency {
         return c
+            .get_ref()
             .to_vec()
             .into_iter()
             .map(|value| {
@@ -858,6 +863,7 @@ fn trace_loads(w: &super::super::RawWorkload) -> Result<Vec<LoadShape>, String> 
     }
     if let Some(r) = &w.rate {
         return r
+            .get_ref()
             .to_vec()
             .into_iter()
             .map(|value| {

@@ -1,0 +1,347 @@
+//! A new user's first hour: what `plan` refuses before anything starts,
+//! what `init` writes, and what the terminal says when a server cannot start.
+
+use crate::common::*;
+
+/// A simulator campaign with one server and one workload reading `dataset`.
+fn dataset_campaign(dataset: &str) -> String {
+    steady_sim_campaign("first-hour", "0")
+        + &format!(
+            "[[server]]\nid = \"a\"\n[[workload]]\nname = \"rows\"\ndataset = \"{dataset}\"\n\
+             output_len = 4\nconcurrency = 1\nnum_requests = 2\n"
+        )
+}
+
+#[test]
+fn sharegpt_rows_in_jsonl_run_and_a_bad_line_anywhere_is_refused_by_plan_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = [
+        r#"{"conversations": [{"from": "human", "value": "Name a colour."}, {"from": "gpt", "value": "Blue."}]}"#,
+        r#"{"conversations": [{"from": "human", "value": "Name a fruit."}, {"from": "gpt", "value": "A pear."}]}"#,
+        r#"{"prompt": "Count to three.", "output_len": 4}"#,
+    ];
+    let data = dir.path().join("rows.jsonl");
+    std::fs::write(&data, rows.join("\n")).unwrap();
+    let campaign = write_campaign(dir.path(), dataset_campaign("rows.jsonl"));
+    let (code, plan, err) = run(&["plan", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        plan.contains("rows-dataset-out4-c1  0.2s  run") || plan.contains("rows-dataset-out4-c1"),
+        "{plan}"
+    );
+    let (code, _, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let stored = cells(&dir.path().join("results/first-hour"));
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    let cell = stored.values().next().unwrap();
+    assert_eq!(cell["status"], "ok", "{cell}");
+
+    // A malformed row far down the file: refused before any server starts,
+    // naming the dataset's file and line and the campaign's own line.
+    let mut bad: Vec<&str> = rows.iter().cycle().take(300).copied().collect();
+    bad.push(r#"{"conversations": [{"from": "human", "value": 7}]}"#);
+    std::fs::write(&data, bad.join("\n")).unwrap();
+    let (code, out, err) = run(&["plan", campaign.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(err.contains(&data.display().to_string()), "{err}");
+    assert!(err.contains("line 301"), "{err}");
+    assert!(err.contains("campaign.toml:"), "{err}");
+    let (code, _, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("line 301"), "{err}");
+}
+
+/// A llama.cpp campaign whose `executable` is `script` run by `sh`.
+fn failing_engine_campaign(dir: &std::path::Path, script: &str) -> std::path::PathBuf {
+    std::fs::write(dir.join("engine.sh"), script).unwrap();
+    let text = campaign_head("broken", "model.gguf", "llamacpp", &[])
+        + &format!("executable = [\"sh\", \"{}\"]\n", dir.join("engine.sh").display())
+        + "\
+           [[server]]\nid = \"a\"\n[[server]]\nid = \"b\"\n\
+           [[workload]]\nname = \"w\"\ninput_len = 64\noutput_len = 4\nconcurrency = [1, 2]\nnum_requests = 2\n";
+    write_campaign(dir, text)
+}
+
+#[test]
+fn an_engine_that_cannot_start_is_found_by_plan_and_no_server_is_launched() {
+    let dir = tempfile::tempdir().unwrap();
+    // Fails the way a missing Python module does, on `--version` as on any launch.
+    let campaign = failing_engine_campaign(
+        dir.path(),
+        "echo 'Traceback (most recent call last):' >&2\n\
+         echo '  File \"<string>\", line 1, in <module>' >&2\n\
+         echo \"ModuleNotFoundError: No module named 'xllamacpp'\" >&2\nexit 1\n",
+    );
+    let (code, plan, err) = run(&["plan", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        plan.contains("engine build: version unknown: `sh ")
+            && plan
+                .contains("failed (exit code 1): ModuleNotFoundError: No module named 'xllamacpp'"),
+        "{plan}"
+    );
+    assert!(!plan.contains("engine build: 1"), "{plan}");
+    assert!(
+        plan.contains("the engine cannot start here, so no cell runs: install llama.cpp"),
+        "{plan}"
+    );
+    assert_eq!(
+        plan.matches("all 2 cells skipped: the engine cannot start here")
+            .count(),
+        2,
+        "{plan}"
+    );
+    let (code, _, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    // Only the version command ran: no server was launched.
+    assert!(!err.contains("healthy"), "{err}");
+    let (_, json, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["totals"]["servers_to_launch"], 0, "{json}");
+
+    // A missing executable is the same: a reason, never a version.
+    let text = std::fs::read_to_string(&campaign).unwrap().replace(
+        &format!("[\"sh\", \"{}\"]", dir.path().join("engine.sh").display()),
+        "[\"/no/such/llama-server\"]",
+    );
+    std::fs::write(&campaign, text).unwrap();
+    let (code, plan, err) = run(&["plan", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        plan.contains("`/no/such/llama-server --version` cannot run: No such file or directory"),
+        "{plan}"
+    );
+}
+
+#[test]
+fn a_server_that_exits_at_start_shows_its_last_log_line_in_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    // Says its version, then fails at every launch with a line no
+    // classifier knows.
+    let campaign = failing_engine_campaign(
+        dir.path(),
+        "case \"$*\" in *--version*) echo 'version: 42 (abc)'; exit 0;; esac\n\
+         echo 'loading model.gguf'\necho 'model.gguf: wrong magic number 0x00' >&2\nexit 2\n",
+    );
+    let (code, _, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_ne!(code, 0, "four cells failed: {err}");
+    assert!(
+        err.contains(
+            "a failed to start: start_failed (server exited before becoming healthy (exit code 2)); \
+             its log ends: model.gguf: wrong magic number 0x00"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn init_for_each_engine_from_an_empty_directory_plans_or_says_what_to_install() {
+    for engine in ["sim", "llamacpp", "sglang", "vllm"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("c.toml");
+        let (code, _, err) = run(&[
+            "init",
+            "--engine",
+            engine,
+            "--output",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            !text.contains("../"),
+            "{engine}: a path outside its directory:\n{text}"
+        );
+        // llama.cpp's model and tokenizer are the user's to name.
+        let plan = std::process::Command::new(BIN)
+            .args(["plan", out.to_str().unwrap()])
+            .env("SERVEBENCH_TEST_GGUF", dir.path().join("m.gguf"))
+            .env(
+                "SERVEBENCH_TOKENIZER_JSON",
+                dir.path().join("tokenizer.json"),
+            )
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&plan.stdout);
+        let stderr = String::from_utf8_lossy(&plan.stderr);
+        assert_eq!(plan.status.code(), Some(0), "{engine}: {stderr}");
+        let cannot = stdout.contains("the engine cannot start here, so no cell runs: install");
+        let detected = stdout.lines().any(|l| {
+            l.strip_prefix("engine build: ")
+                .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+        });
+        assert!(
+            cannot != detected,
+            "{engine}: either it runs or it says what to install:\n{stdout}"
+        );
+        if cannot {
+            assert!(
+                stdout.contains("engine build: version unknown: "),
+                "{engine}: {stdout}"
+            );
+            assert!(!stdout.contains(": run\n"), "{engine}: {stdout}");
+        }
+    }
+}
+
+#[test]
+fn bench_takes_vllms_flags_and_prints_goodput_attainment_and_the_percentiles_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = spawn_sim_process(
+        &["--decode-step-ms", "1", "--prefill-tok-s", "0"],
+        &dir.path().join("sim.log"),
+    );
+    let port = sim.url.rsplit(':').next().unwrap().trim_end_matches('/');
+    let saved = dir.path().join("saved");
+    std::fs::create_dir(&saved).unwrap();
+    let (code, out, err) = run(&[
+        "bench",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        port,
+        "--endpoint",
+        "/v1/chat/completions",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "12",
+        "--request-rate",
+        "inf",
+        "--max-concurrency",
+        "4",
+        "--goodput",
+        "ttft:60000",
+        "e2el:60000",
+        "--percentile-metrics",
+        "ttft,e2el",
+        "--metric-percentiles",
+        "50,99",
+        "--save-result",
+        "--result-dir",
+        saved.to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // Unlimited rate under a cap of 4 is a closed loop of 4 users.
+    assert!(
+        out.contains("goodput at concurrency 4 (ttft<=60000ms, e2e<=60000ms): ")
+            && out.contains("attainment 100.0 % (12 of 12 requests met every bound)"),
+        "{out}"
+    );
+    assert!(out.contains("concurrency 4 ttft (ms): mean "), "{out}");
+    assert!(
+        out.contains("concurrency 4 e2el (ms): mean ")
+            && out.contains(", P50 ")
+            && out.contains(", P99 "),
+        "{out}"
+    );
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(saved.join("r.json")).unwrap()).unwrap();
+    assert_eq!(saved["target"]["api"], "chat");
+    assert_eq!(saved["settings"]["input_len"], 64);
+    assert_eq!(saved["levels"][0]["completed"], 12);
+
+    // A flag of vLLM's without a servebench meaning names the equivalent,
+    // not the nearest spelling.
+    let (code, _, err) = run(&["bench", "--url", &sim.url, "--backend", "vllm"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("`--backend` is a flag of vLLM's `bench serve`") && err.contains("--api"),
+        "{err}"
+    );
+    assert!(!err.contains("similar argument"), "{err}");
+}
+
+#[test]
+fn a_closed_stdout_ends_output_quietly_on_every_command() {
+    let quick = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/quickstart.toml");
+    for args in [
+        vec!["plan", quick],
+        vec!["plan", "--json", quick],
+        vec!["--help"],
+        vec!["memory", "--help"],
+    ] {
+        // The reading end is closed before the program starts: every write fails.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(BIN)
+            .args(&args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_ne!(out.status.code(), Some(101), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_missing_file_and_a_bad_baseline_are_said_plainly_and_change_nothing() {
+    let (code, _, err) = run(&["plan", "nothere.toml"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err.trim(),
+        "error: cannot read nothere.toml: No such file or directory"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = write_campaign(
+        dir.path(),
+        steady_sim_campaign("edges", "0")
+            + "[[server]]\nid = \"base\"\n[[server]]\nid = \"fast\"\nargs = [\"--decode-step-ms\", \"0\"]\n\
+               [[workload]]\nname = \"w\"\ninput_len = 64\noutput_len = 4\nconcurrency = 1\nnum_requests = 2\n",
+    );
+    let (code, _, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let results = dir.path().join("results/edges");
+    let md = results.join("report.md");
+    let before = std::fs::read(&md).unwrap();
+    let (code, _, err) = run(&["report", results.to_str().unwrap(), "--baseline", "bse"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--baseline bse: no server of that name")
+            && err.contains("did you mean `base`?"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&md).unwrap(),
+        before,
+        "a refused report rewrote report.md"
+    );
+
+    // A report written elsewhere in markdown alone names no HTML report.
+    let other = dir.path().join("md-only");
+    let (code, out, err) = run(&[
+        "report",
+        results.to_str().unwrap(),
+        "--out",
+        other.to_str().unwrap(),
+        "--format",
+        "md",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(other.join("report.md").exists());
+    assert!(!out.contains("report.html"), "{out}");
+
+    // compare names the builds on both sides.
+    let (_, out, _) = run(&[
+        "compare",
+        results.to_str().unwrap(),
+        results.to_str().unwrap(),
+    ]);
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        out.contains(&format!(
+            "engine build: BASE {version} (2 cells); NEW {version} (2 cells)"
+        )),
+        "{out}"
+    );
+}
