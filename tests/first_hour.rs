@@ -232,7 +232,9 @@ fn bench_takes_vllms_flags_and_prints_goodput_attainment_and_the_percentiles_ask
     // Unlimited rate under a cap of 4 is a closed loop of 4 users.
     assert!(
         out.contains("goodput at concurrency 4 (ttft<=60000ms, e2e<=60000ms): ")
-            && out.contains("attainment 100.0 % (12 of 12 requests met every bound)"),
+            && out.contains(
+                "attainment 100.0 % (12 of 12 requests met every bound): meets the SLO at 90 %"
+            ),
         "{out}"
     );
     assert!(out.contains("concurrency 4 ttft (ms): mean "), "{out}");

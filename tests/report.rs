@@ -617,3 +617,61 @@ fn a_config_that_crashed_in_a_family_is_not_recommended_for_it_unless_asked() {
         p.caveat
     );
 }
+
+#[test]
+fn a_point_meets_an_slo_only_at_its_attainment_and_the_runner_up_is_another_config() {
+    let r = build(&fixture(), &ReportOptions::default());
+    assert!(!r.slo_picks.is_empty());
+    for p in &r.slo_picks {
+        assert_eq!(p.attainment, 0.9, "{p:?}");
+        assert!(p.best_share >= 0.9, "{p:?}");
+        if let Some(u) = &p.runner_up {
+            assert_ne!(u.server_id, p.best.server_id, "{p:?}");
+        }
+    }
+    let answer = servebench::report::answer::lines(&r).join("\n");
+    assert!(
+        answer.contains("of its requests within the SLO (at least 90 % asked)"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("confident over runner-up `eagle-k4` at c1"),
+        "{answer}"
+    );
+
+    // The points that kept fewer than all of their requests within the SLO:
+    // asked for all, none of them is deployed, and the closest is named.
+    let share = |c: &CellResult| Some(c.summary.as_ref()?.goodput.first()?.share);
+    let mut short = fixture();
+    short
+        .cells
+        .retain(|c| share(c).is_some_and(|s| s < 1.0) && c.status.is_usable());
+    assert!(short.cells.len() >= 2, "the fixture has points below 100 %");
+    let closest = short.cells.iter().filter_map(share).fold(0.0, f64::max);
+    for c in &mut short.cells {
+        for g in &mut c.summary.as_mut().unwrap().goodput {
+            g.slo.attainment = Some(1.0);
+        }
+    }
+    let r = build(&short, &ReportOptions::default());
+    assert!(
+        r.slo_picks.iter().all(|p| !p.slo.starts_with("ttft<=60ms")),
+        "{:?}",
+        r.slo_picks
+    );
+    let miss = r
+        .slo_misses
+        .iter()
+        .find(|m| m.slo.starts_with("ttft<=60ms"))
+        .expect("the SLO no point met is named");
+    assert_eq!(miss.attainment, 1.0);
+    assert!(
+        (miss.closest_share - closest).abs() < 1e-9,
+        "{miss:?} vs {closest}"
+    );
+    let answer = servebench::report::answer::lines(&r).join("\n");
+    assert!(
+        answer.contains("no config kept 100 % of its requests within the SLO; closest `"),
+        "{answer}"
+    );
+}

@@ -338,6 +338,10 @@ pub struct RawWorkload {
     /// SLOs such as `ttft=2s,tpot=50ms`.
     #[serde(default)]
     pub slo: Vec<Spanned<String>>,
+    /// Share of a point's requests that must meet every bound of an SLO
+    /// for the point to meet it (0.9 when not given): 0.95 for 95 %.
+    #[serde(default)]
+    pub attainment: Option<Spanned<f64>>,
     /// Seed for prompts and arrivals.
     #[serde(default)]
     pub seed: Option<u64>,

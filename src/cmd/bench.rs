@@ -573,20 +573,28 @@ fn level_line(label: &str, s: &LevelSummary) -> String {
 }
 
 /// Goodput and attainment of every level against every `--slo`: the
-/// requests that met every bound per second, and their share of all
-/// requests sent (failures count against it).
+/// requests that met every bound per second, their share of all requests
+/// sent (failures count against it), and whether that share reaches the
+/// SLO's attainment (90 % unless it names one).
 pub fn goodput_lines(levels: &[LevelSummary]) -> String {
     let mut out = String::new();
     for s in levels {
         for g in &s.goodput {
+            let need = g.slo.attainment_needed();
+            let verdict = if g.share + 1e-9 >= need {
+                "meets the SLO"
+            } else {
+                "misses the SLO"
+            };
             out.push_str(&format!(
-                "goodput at {} ({}): {:.2} req/s; attainment {:.1} % ({} of {} requests met every bound)\n",
+                "goodput at {} ({}): {:.2} req/s; attainment {:.1} % ({} of {} requests met every bound): {verdict} at {:.0} %\n",
                 s.load,
                 g.slo,
                 g.rate_rps,
                 g.share * 100.0,
                 g.good_requests,
-                s.completed + s.failed
+                s.completed + s.failed,
+                need * 100.0
             ));
         }
     }

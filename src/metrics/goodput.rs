@@ -72,6 +72,7 @@ mod tests {
             ttft_ms: Some(100.0),
             tpot_ms: Some(10.0),
             e2e_ms: None,
+            attainment: None,
         };
         let fast = rec(50.0, 140.0, 10); // tpot 10
         let slow_first = rec(150.0, 200.0, 10);

@@ -22,38 +22,53 @@ pub fn lines(r: &Report) -> Vec<String> {
         }
     }
     for p in &r.slo_picks {
-        let mut line = format!(
-            "{} under {}: deploy `{}` at {}: {:.3} good req/s per GPU{}; {}",
+        out.push(format!(
+            "{} under {}: deploy `{}` at {}: {:.3} good req/s per GPU, {} of its requests within the SLO (at least {} asked){}{}",
             p.family,
             p.slo,
             p.best.server_id,
             at(&p.best),
             p.best.value,
-            versus(&p.best, p.baseline.as_ref(), |b| format!(
+            percent(p.best_share),
+            percent(p.attainment),
+            versus(&p.best, p.baseline.as_ref(), 3, |b| format!(
                 "{:.3} at {}",
                 b.value,
                 at(b)
             )),
-            p.confidence
-        );
-        if let Some(u) = &p.runner_up {
-            line.push_str(&format!("; runner-up `{}` at {}", u.server_id, at(u)));
-        }
-        out.push(line);
+            against_runner_up(&p.best, p.runner_up.as_ref(), 3, |u| format!(
+                "`{}` at {}",
+                u.server_id,
+                at(u)
+            )),
+        ));
+    }
+    for m in &r.slo_misses {
+        out.push(format!(
+            "{} under {}: no config kept {} of its requests within the SLO; closest `{}` at {} with {}",
+            m.family,
+            m.slo,
+            percent(m.attainment),
+            m.closest.server_id,
+            at(&m.closest),
+            percent(m.closest_share)
+        ));
     }
     for p in &r.stream_picks {
-        let mut line = format!(
-            "single stream, {}: deploy `{}`: {:.1} tok/s decode p50{}; {}",
+        out.push(format!(
+            "single stream, {}: deploy `{}`: {:.1} tok/s decode p50{}{}",
             p.kind,
             p.best.server_id,
             p.best.value,
-            versus(&p.best, p.baseline.as_ref(), |b| format!("{:.1}", b.value)),
-            p.confidence
-        );
-        if let Some(u) = &p.runner_up {
-            line.push_str(&format!("; runner-up `{}`", u.server_id));
-        }
-        out.push(line);
+            versus(&p.best, p.baseline.as_ref(), 1, |b| format!(
+                "{:.1}",
+                b.value
+            )),
+            against_runner_up(&p.best, p.runner_up.as_ref(), 1, |u| format!(
+                "`{}`",
+                u.server_id
+            )),
+        ));
     }
     if out.is_empty() {
         out.push(
@@ -113,8 +128,57 @@ fn at(r: &Ranked) -> String {
     }
 }
 
-/// How `best` compares with the baseline's entry in the same ranking.
-fn versus(best: &Ranked, base: Option<&Ranked>, show: impl Fn(&Ranked) -> String) -> String {
+/// A share as a percentage: `94 %`, `90 %`, `99.5 %`.
+fn percent(share: f64) -> String {
+    let p = share * 100.0;
+    if (p - p.round()).abs() < 0.05 {
+        format!("{p:.0} %")
+    } else {
+        format!("{p:.1} %")
+    }
+}
+
+/// An entry's interval, `[low, high]` at `digits` decimals.
+fn interval(r: &Ranked, digits: usize) -> String {
+    format!("[{:.digits$}, {:.digits$}]", r.low, r.high)
+}
+
+/// How sure the pick is over the runner-up, with the intervals that say
+/// why when it is too close to call.
+fn against_runner_up(
+    best: &Ranked,
+    runner_up: Option<&Ranked>,
+    digits: usize,
+    show: impl Fn(&Ranked) -> String,
+) -> String {
+    let Some(u) = runner_up else {
+        return "; no other config to compare".into();
+    };
+    if best.low <= u.high && u.low <= best.high {
+        format!(
+            "; too close to call with runner-up {}: its interval {} overlaps {}",
+            show(u),
+            interval(u, digits),
+            interval(best, digits)
+        )
+    } else {
+        format!(
+            "; confident over runner-up {} ({} clear of {})",
+            show(u),
+            interval(best, digits),
+            interval(u, digits)
+        )
+    }
+}
+
+/// How `best` compares with the baseline's entry in the same ranking; a
+/// ratio whose intervals overlap says so with both intervals.
+fn versus(
+    best: &Ranked,
+    base: Option<&Ranked>,
+    digits: usize,
+    show: impl Fn(&Ranked) -> String,
+) -> String {
     let Some(b) = base else {
         return String::new();
     };
@@ -125,9 +189,13 @@ fn versus(best: &Ranked, base: Option<&Ranked>, show: impl Fn(&Ranked) -> String
         return format!(", the baseline `{}` has none", b.server_id);
     }
     let noise = if best.low <= b.high && b.low <= best.high {
-        ", within the noise of it"
+        format!(
+            ", but within the noise: its interval {} overlaps the baseline's {}",
+            interval(best, digits),
+            interval(b, digits)
+        )
     } else {
-        ""
+        String::new()
     };
     format!(
         ", {:.2}× the baseline `{}` ({}){noise}",

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::charts::{charts, Chart};
-use super::recommend::{slo_picks, stream_picks, SloPick, StreamPick};
+use super::recommend::{slo_picks, stream_picks, SloMiss, SloPick, StreamPick};
 use super::ResultSet;
 use crate::campaign::PromptSource;
 use crate::client::record::RequestRecord;
@@ -459,6 +459,9 @@ pub struct Report {
     pub gpu_points: Vec<GpuPoint>,
     /// Best config per declared SLO.
     pub slo_picks: Vec<SloPick>,
+    /// Declared SLOs no point met at their attainment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo_misses: Vec<SloMiss>,
     /// Fastest single-stream config per prompt kind.
     pub stream_picks: Vec<StreamPick>,
     /// Cells without a usable measurement, with their reason.
@@ -487,19 +490,7 @@ pub struct Report {
 
 /// The SLO as readable text.
 pub fn slo_text(s: &Slo) -> String {
-    let mut parts = Vec::new();
-    for (k, v) in [("ttft", s.ttft_ms), ("tpot", s.tpot_ms), ("e2e", s.e2e_ms)] {
-        if let Some(ms) = v {
-            parts.push(format!("{k}<={}ms", fmt_g(ms)));
-        }
-    }
-    parts.join(", ")
-}
-
-/// A number without trailing zeros (200, 12.5).
-fn fmt_g(v: f64) -> String {
-    let s = format!("{v:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+    s.to_string()
 }
 
 fn prompt_text(c: &CellResult) -> String {
@@ -707,7 +698,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         .cloned()
         .collect();
     let gpu_points = gpu_points(&drawn);
-    let slo_picks = slo_picks(
+    let (slo_picks, slo_misses) = slo_picks(
         &rankable,
         &mut rng,
         opts.include_crashed,
@@ -760,6 +751,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         kinds,
         gpu_points,
         slo_picks,
+        slo_misses,
         stream_picks,
         searches,
         search_picks,

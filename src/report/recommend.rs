@@ -42,6 +42,10 @@ pub struct SloPick {
     pub best: Ranked,
     /// Share of the winner's requests meeting the SLO.
     pub best_share: f64,
+    /// The share of a point's requests that had to meet every bound for
+    /// the point to be ranked (the SLO's attainment).
+    #[serde(default = "default_attainment")]
+    pub attainment: f64,
     /// The runner-up, when there is one.
     pub runner_up: Option<Ranked>,
     /// Whether the winner's interval clears the runner-up's.
@@ -58,6 +62,26 @@ pub struct SloPick {
     /// The baseline's best entry in the same ranking, for the speedup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Ranked>,
+}
+
+fn default_attainment() -> f64 {
+    crate::util::units::DEFAULT_ATTAINMENT
+}
+
+/// An SLO that no point met at its attainment, in one workload family:
+/// nothing is deployed on it, and the closest point says by how much.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SloMiss {
+    /// The SLO as written.
+    pub slo: String,
+    /// Workload family.
+    pub family: String,
+    /// The share of requests each point had to keep within every bound.
+    pub attainment: f64,
+    /// The point with the largest share, its goodput per GPU as value.
+    pub closest: Ranked,
+    /// That point's share of requests within every bound.
+    pub closest_share: f64,
 }
 
 /// A config not ranked for a pick: its server crashed under the same
@@ -207,13 +231,15 @@ fn left_out(
         .collect()
 }
 
-/// The best config per SLO and workload family.
+/// The best config per SLO and workload family, ranked by goodput per GPU
+/// among the points whose share of requests within the SLO reaches its
+/// attainment; and the SLOs no point met.
 pub(super) fn slo_picks(
     cells: &[&CellResult],
     rng: &mut SplitMix,
     include_crashed: bool,
     baseline: Option<&str>,
-) -> Vec<SloPick> {
+) -> (Vec<SloPick>, Vec<SloMiss>) {
     let (crashes, wrong) = (crashes(cells), wrong_answers(cells));
     // (slo, family) → (server, load) → per-repetition (rate/GPU, share, cell)
     type Cand<'a> = Vec<(f64, f64, &'a CellResult, Slo)>;
@@ -233,8 +259,13 @@ pub(super) fn slo_picks(
                 .push((g.rate_rps / f64::from(c.server.gpus()), g.share, c, g.slo));
         }
     }
-    let mut out = Vec::new();
+    let (mut out, mut misses) = (Vec::new(), Vec::new());
     for ((slo, family), cands) in groups {
+        let attainment = cands
+            .values()
+            .flatten()
+            .next()
+            .map_or(default_attainment(), |r| r.3.attainment_needed());
         let mut excluded = left_out(
             (&crashes, &wrong),
             &BTreeSet::from([family.clone()]),
@@ -309,17 +340,32 @@ pub(super) fn slo_picks(
             })
             .collect();
         ranked.sort_by(|a, b| b.0.value.total_cmp(&a.0.value));
-        let Some((best, share, by_reps)) = ranked.first().cloned() else {
+        // A point meets the SLO only when enough of its requests do.
+        let (ranked, short): (Vec<_>, Vec<_>) =
+            ranked.into_iter().partition(|r| r.1 + 1e-9 >= attainment);
+        let Some((best, share, by_reps)) = ranked.first().cloned().filter(|b| b.0.value > 0.0)
+        else {
+            if let Some(c) = short.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
+                misses.push(SloMiss {
+                    slo,
+                    family,
+                    attainment,
+                    closest: c.0.clone(),
+                    closest_share: c.1,
+                });
+            }
             continue;
         };
-        if best.value <= 0.0 {
-            continue;
-        }
-        let runner_up = ranked.get(1).map(|r| r.0.clone());
+        // The runner-up is another config, not the winner at another load.
+        let runner_up = ranked
+            .iter()
+            .find(|r| r.0.server_id != best.server_id)
+            .map(|r| r.0.clone());
         out.push(SloPick {
             slo,
             family,
             best_share: share,
+            attainment,
             confidence: confidence(&best, runner_up.as_ref()),
             runner_up,
             interval: if by_reps {
@@ -337,7 +383,7 @@ pub(super) fn slo_picks(
             excluded,
         });
     }
-    out
+    (out, misses)
 }
 
 /// A warning when the recommended server failed elsewhere in the campaign:

@@ -132,7 +132,7 @@ pub fn recommendation_lines(r: &Report) -> Vec<String> {
             None => String::new(),
         };
         out.push(format!(
-            "SLO {} on {}: {} at {}{} — {:.3} good req/s per GPU [{:.3}, {:.3}], {:.0}% of requests within SLO{runner}; {} ({}, {} candidates)",
+            "SLO {} on {}: {} at {}{} — {:.3} good req/s per GPU [{:.3}, {:.3}], {:.0}% of requests within SLO (at least {:.0}% asked){runner}; {} ({}, {} candidates)",
             p.slo,
             p.family,
             p.best.server_id,
@@ -142,11 +142,24 @@ pub fn recommendation_lines(r: &Report) -> Vec<String> {
             p.best.low,
             p.best.high,
             p.best_share * 100.0,
+            p.attainment * 100.0,
             p.confidence,
             p.interval,
             p.candidates
         ));
         append_caveats(&mut out, p.caveat.as_deref(), &p.excluded);
+    }
+    for m in &r.slo_misses {
+        out.push(format!(
+            "SLO {} on {}: no config kept {:.0}% of its requests within it; closest {} at {}{} with {:.0}%",
+            m.slo,
+            m.family,
+            m.attainment * 100.0,
+            m.closest.server_id,
+            m.closest.load,
+            reached(&m.closest),
+            m.closest_share * 100.0
+        ));
     }
     for p in &r.stream_picks {
         let runner = match &p.runner_up {

@@ -74,21 +74,40 @@ pub struct Slo {
     /// Upper bound on end-to-end latency, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub e2e_ms: Option<f64>,
+    /// Share of a point's requests that must meet every bound for the
+    /// point to meet the SLO (0 < a ≤ 1); `None` is [`DEFAULT_ATTAINMENT`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attainment: Option<f64>,
 }
 
+/// The share of requests that must meet every bound when an SLO names
+/// none: serving research judges an SLO by its attainment, and 90 % is
+/// DistServe's figure.
+pub const DEFAULT_ATTAINMENT: f64 = 0.9;
+
 impl std::fmt::Display for Slo {
-    /// `ttft<=200ms, tpot<=50ms`: the bounds set, as `--slo` takes them.
+    /// `ttft<=200ms, tpot<=50ms`: the bounds set, then the attainment
+    /// asked when one was (`, attainment>=95%`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let bounds: Vec<String> = [
+        let mut parts: Vec<String> = [
             ("ttft", self.ttft_ms),
             ("tpot", self.tpot_ms),
             ("e2e", self.e2e_ms),
         ]
         .into_iter()
-        .filter_map(|(k, v)| v.map(|ms| format!("{k}<={ms}ms")))
+        .filter_map(|(k, v)| v.map(|ms| format!("{k}<={}ms", fmt_g(ms))))
         .collect();
-        f.write_str(&bounds.join(", "))
+        if let Some(a) = self.attainment {
+            parts.push(format!("attainment>={}%", fmt_g(a * 100.0)));
+        }
+        f.write_str(&parts.join(", "))
     }
+}
+
+/// A number without trailing zeros (200, 12.5).
+fn fmt_g(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 impl Slo {
@@ -96,15 +115,38 @@ impl Slo {
     pub fn is_empty(&self) -> bool {
         self.ttft_ms.is_none() && self.tpot_ms.is_none() && self.e2e_ms.is_none()
     }
+
+    /// The share of requests that must meet every bound.
+    pub fn attainment_needed(&self) -> f64 {
+        self.attainment.unwrap_or(DEFAULT_ATTAINMENT)
+    }
 }
 
-/// Parse `ttft=200ms,tpot=50ms,e2e=10s` into an [`Slo`].
+/// An attainment as a share: `95%` or `0.95`, above 0 and at most 1.
+pub fn parse_attainment(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("attainment `{s}` is not a share; write e.g. 90% or 0.9"))?;
+    if !(v > 0.0 && v <= 1.0) {
+        return Err(format!("attainment `{s}` must be above 0 and at most 100%"));
+    }
+    Ok(v)
+}
+
+/// Parse `ttft=200ms,tpot=50ms,e2e=10s,attainment=95%` into an [`Slo`].
 pub fn parse_slo(s: &str) -> Result<Slo, String> {
     let mut slo = Slo::default();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (key, value) = part.split_once('=').ok_or_else(|| {
             format!("SLO item `{part}` is not KEY=DURATION (keys: ttft, tpot, e2e)")
         })?;
+        if key.trim() == "attainment" {
+            slo.attainment = Some(parse_attainment(value)?);
+            continue;
+        }
         let ms = parse_duration(value)?.as_secs_f64() * 1000.0;
         match key.trim() {
             "ttft" => slo.ttft_ms = Some(ms),
@@ -112,7 +154,7 @@ pub fn parse_slo(s: &str) -> Result<Slo, String> {
             "e2e" => slo.e2e_ms = Some(ms),
             other => {
                 return Err(format!(
-                    "unknown SLO key `{other}`; allowed: ttft, tpot, e2e"
+                    "unknown SLO key `{other}`; allowed: ttft, tpot, e2e, attainment"
                 ))
             }
         }

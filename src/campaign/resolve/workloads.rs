@@ -330,11 +330,7 @@ pub(super) fn expand_workloads(
                 format!("workload `{name}`: num_requests must be at least 1"),
             ));
         }
-        let slos = w
-            .slo
-            .iter()
-            .map(|s| parse_slo(s.get_ref()).map_err(|e| src.error(s, e)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let slos = slos_of(w, src)?;
         let (source, read) = prompt_source(w, src, &name)?;
         match (&source, read) {
             (PromptSource::Scenario { name, .. }, Some(Read::Scenario(sc))) => {
@@ -623,6 +619,32 @@ fn prompt_source(
     Ok((source, None))
 }
 
+/// A workload's SLOs, each with the workload's `attainment` where the SLO
+/// names none of its own.
+fn slos_of(w: &super::super::RawWorkload, src: &Source) -> Result<Vec<Slo>, CampaignError> {
+    let attainment = match &w.attainment {
+        Some(a) => Some(
+            crate::util::units::parse_attainment(&a.get_ref().to_string())
+                .map_err(|e| src.error(a, format!("{e} (a share: 0.9 is 90 %)")))?,
+        ),
+        None => None,
+    };
+    if let (Some(a), true) = (&w.attainment, w.slo.is_empty()) {
+        return Err(src.error(
+            a,
+            "`attainment` applies to the workload's `slo`; give one, e.g. slo = [\"ttft=2s\"]",
+        ));
+    }
+    w.slo
+        .iter()
+        .map(|s| {
+            let mut slo = parse_slo(s.get_ref()).map_err(|e| src.error(s, e))?;
+            slo.attainment = slo.attainment.or(attainment);
+            Ok(slo)
+        })
+        .collect()
+}
+
 /// A workload's prompt and output lengths, checked.
 fn lengths(
     w: &super::super::RawWorkload,
@@ -763,11 +785,7 @@ fn trace_points(
         Some((_, base)) => vec![*base],
         None => trace_loads(w).map_err(|e| src.error(t, format!("workload `{name}`: {e}")))?,
     };
-    let slos = w
-        .slo
-        .iter()
-        .map(|s| parse_slo(s.get_ref()).map_err(|e| src.error(s, e)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let slos = slos_of(w, src)?;
     let duration_s = seconds(&w.duration)?;
     let point = |load: LoadShape, repetition: u32| WorkloadPoint {
         workload: name.to_string(),
@@ -956,6 +974,32 @@ mod tests {
             e.message
         );
         assert_eq!(e.line, 11);
+    }
+
+    #[test]
+    fn a_workloads_attainment_joins_its_slos_and_a_bad_one_is_refused_where_written() {
+        let w = |extra: &str| {
+            format!("{HEAD}[[workload]]\nname = \"w\"\nconcurrency = 1\nnum_requests = 1\n{extra}")
+        };
+        let c = campaign(&w(
+            "slo = [\"ttft=2s\", \"e2e=5s,attainment=99%\"]\nattainment = 0.95\n",
+        ))
+        .unwrap();
+        let slos = &c.workloads[0].slos;
+        assert_eq!(slos[0].attainment, Some(0.95));
+        // An SLO's own attainment wins over the workload's.
+        assert_eq!(slos[1].attainment, Some(0.99));
+        assert_eq!(slos[0].to_string(), "ttft<=2000ms, attainment>=95%");
+        // None given: the SLO is stored as before, so its cells keep their identity.
+        let plain = campaign(&w("slo = [\"ttft=2s\"]\n")).unwrap();
+        assert_eq!(plain.workloads[0].slos[0].attainment, None);
+        let json = serde_json::to_string(&plain.workloads[0].slos[0]).unwrap();
+        assert!(!json.contains("attainment"), "{json}");
+        let e = campaign(&w("slo = [\"ttft=2s\"]\nattainment = 1.5\n")).unwrap_err();
+        assert_eq!((e.line, e.col), (13, 14), "{e}");
+        assert!(e.message.contains("at most 100%"), "{e}");
+        let e = campaign(&w("attainment = 0.9\n")).unwrap_err();
+        assert!(e.message.contains("applies to the workload's `slo`"), "{e}");
     }
 
     #[test]
