@@ -347,3 +347,248 @@ fn a_missing_file_and_a_bad_baseline_are_said_plainly_and_change_nothing() {
         "{out}"
     );
 }
+
+#[test]
+fn an_answer_from_part_of_the_campaign_says_what_it_rests_on_and_reports_no_search_that_never_ran()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = write_campaign(
+        dir.path(),
+        steady_sim_campaign("partial", "1")
+            + "[[server]]\nid = \"ar\"\n[[server]]\nid = \"fast\"\nargs = [\"--decode-step-ms\", \"0.5\"]\n\
+               [[workload]]\nname = \"chat\"\ninput_len = 64\noutput_len = 4\nconcurrency = [1, 2]\nnum_requests = 2\n\
+               [[workload]]\nname = \"other\"\ninput_len = 64\noutput_len = 4\nconcurrency = 1\nnum_requests = 2\n\
+               [[workload]]\nname = \"long\"\ninput_len = 64\noutput_len = 8\nnum_requests = 4\n\
+               search = { slo = \"ttft_p99=10s\", over = \"concurrency\", min = 1, max = 4 }\n\
+               [run]\nbaseline = \"ar\"\n",
+    );
+    let (code, out, err) = run(&["run", campaign.to_str().unwrap(), "--only", "workload=chat"]);
+    assert_eq!(code, 0, "{err}");
+    let answer = &out[out.find("Answer\n").expect("an answer")..];
+    assert!(
+        answer.contains(
+            "this answer rests on 4 of the campaign's 6 points; not measured (left out by --only): \
+             `ar` (other-in64-out4-c1); `fast` (other-in64-out4-c1)"
+        ),
+        "{answer}"
+    );
+    assert!(
+        !answer.contains("SLO search"),
+        "a search that never ran: {answer}"
+    );
+    assert!(answer.contains("deploy `fast`"), "{answer}");
+
+    // The whole campaign measured: nothing to qualify.
+    let (code, out, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let answer = &out[out.find("Answer\n").expect("an answer")..];
+    assert!(!answer.contains("rests on"), "{answer}");
+    assert!(answer.contains("SLO search"), "{answer}");
+}
+
+/// A certificate authority and a certificate for `localhost` it signed:
+/// (the authority's PEM, the leaf's DER, the leaf's key).
+fn test_certificates() -> (
+    String,
+    rustls::pki_types::CertificateDer<'static>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "servebench test authority");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .unwrap();
+    let key = rustls::pki_types::PrivatePkcs8KeyDer::from(leaf_key.serialize_der());
+    (ca.pem(), leaf.der().clone(), key.into())
+}
+
+/// A TLS-terminating proxy on 127.0.0.1 serving `cert` in front of the
+/// plain HTTP server at `upstream` (`host:port`); returns its port. It
+/// lives as long as the test process.
+fn tls_proxy(
+    upstream: String,
+    cert: rustls::pki_types::CertificateDer<'static>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> u16 {
+    use std::sync::Arc;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    #[allow(deprecated)] // the provider servebench's client uses
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, upstream) = (acceptor.clone(), upstream.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let Ok(mut plain) = tokio::net::TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                });
+            }
+        });
+    });
+    port
+}
+
+#[test]
+fn bench_measures_an_https_endpoint_whose_certificate_the_system_roots_trust() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = spawn_sim_process(
+        &["--decode-step-ms", "1", "--prefill-tok-s", "0"],
+        &dir.path().join("sim.log"),
+    );
+    let upstream = sim.url.trim_start_matches("http://").trim_end_matches('/');
+    let (ca_pem, cert, key) = test_certificates();
+    let port = tls_proxy(upstream.to_string(), cert, key);
+    let roots = dir.path().join("roots.pem");
+    std::fs::write(&roots, &ca_pem).unwrap();
+    let bench = |roots: &std::path::Path| {
+        let out = std::process::Command::new(BIN)
+            .args(["bench", "--url", &format!("https://localhost:{port}")])
+            .args([
+                "--input-len",
+                "64",
+                "--output-len",
+                "8",
+                "--concurrency",
+                "2",
+            ])
+            .args(["--num-requests", "6"])
+            .env("SSL_CERT_FILE", roots)
+            .env_remove("SSL_CERT_DIR")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = bench(&roots);
+    assert_eq!(code, Some(0), "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("concurrency 2"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        row.split_whitespace().nth(2) == Some("6"),
+        "six requests ok: {row}"
+    );
+
+    // Roots that do not include its authority: refused, never measured.
+    let (other_pem, _, _) = test_certificates();
+    let other = dir.path().join("other.pem");
+    std::fs::write(&other, other_pem).unwrap();
+    let (code, _, err) = bench(&other);
+    assert_ne!(code, Some(0));
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+}
+
+/// The keys the campaign parser takes in the table where `text` holds an
+/// unknown key, read from its own refusal of it.
+fn parser_keys(text: &str) -> std::collections::BTreeSet<String> {
+    let e = servebench::campaign::parse(std::path::Path::new("c.toml"), text)
+        .expect_err("an unknown key is refused");
+    let allowed = e
+        .message
+        .split_once("; allowed: ")
+        .unwrap_or_else(|| panic!("{text}: {}", e.message))
+        .1;
+    allowed.split(", ").map(str::to_string).collect()
+}
+
+#[test]
+fn readme_lists_every_campaign_key_the_parser_takes_and_no_other() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme
+        .find("### Campaign keys")
+        .expect("a campaign key reference");
+    let section = &readme[start + 3..];
+    let section = &section[..section.find("\n### ").unwrap_or(section.len())];
+    let mut documented: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    let mut table = String::new();
+    for line in section.lines() {
+        if let Some(h) = line.strip_prefix("#### ") {
+            table = h.split('`').nth(1).unwrap_or(h).to_string();
+        } else if let Some(row) = line.strip_prefix("| `") {
+            let key = row.split('`').next().unwrap().to_string();
+            assert!(
+                documented
+                    .entry(table.clone())
+                    .or_default()
+                    .insert(key.clone()),
+                "{table}: `{key}` twice"
+            );
+        }
+    }
+    const Z: &str = "zzz_not_a_key = 1\n";
+    let head = |c: &str, m: &str, e: &str| {
+        format!(
+            "[campaign]\nname = \"t\"\n{c}[model]\npath = \"m\"\n{m}[engine]\nkind = \"sim\"\n{e}"
+        )
+    };
+    let base = head("", "", "");
+    let tables = [
+        ("[campaign]", head(Z, "", "")),
+        ("[model]", head("", Z, "")),
+        ("[engine]", head("", "", Z)),
+        ("[hardware]", format!("{base}[hardware]\n{Z}")),
+        ("[defaults]", format!("{base}[[server]]\nid = \"a\"\n{Z}")),
+        (
+            "speculative = { … }",
+            format!("{base}[[server]]\nid = \"a\"\nspeculative = {{ zzz_not_a_key = 1 }}\n"),
+        ),
+        (
+            "[[matrix]]",
+            format!("{base}[[matrix]]\nid = \"m{{tp}}\"\n{Z}"),
+        ),
+        (
+            "[[workload]]",
+            format!("{base}[[workload]]\nname = \"w\"\n{Z}"),
+        ),
+        (
+            "search = { … }",
+            format!("{base}[[workload]]\nname = \"w\"\nsearch = {{ zzz_not_a_key = 1 }}\n"),
+        ),
+        ("[run]", format!("{base}[run]\n{Z}")),
+        ("[launcher]", format!("{base}[launcher]\n{Z}")),
+    ];
+    for (name, text) in &tables {
+        let keys = parser_keys(text);
+        assert!(keys.len() >= 3, "{name}: {keys:?}");
+        let got = documented.remove(*name).unwrap_or_default();
+        assert_eq!(got, keys, "README's `{name}` keys against the parser's");
+    }
+    assert!(
+        documented.is_empty(),
+        "tables the parser has not: {documented:?}"
+    );
+}

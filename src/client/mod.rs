@@ -10,6 +10,7 @@ pub mod openai;
 pub mod pool;
 pub mod record;
 pub mod sse;
+pub mod tls;
 
 use std::time::{Duration, Instant};
 
@@ -86,10 +87,8 @@ impl Endpoint {
         };
         let base = base_url.trim_end_matches('/').to_string();
         let base = base.strip_suffix("/v1").unwrap_or(&base).to_string();
-        if !base.starts_with("http://") {
-            anyhow::bail!(
-                "URL `{base_url}` must start with http:// (TLS endpoints are not supported)"
-            );
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            anyhow::bail!("URL `{base_url}` must start with http:// or https://");
         }
         let uri: Uri = format!("{base}{}", api.path())
             .parse()

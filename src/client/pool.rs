@@ -62,7 +62,9 @@ pub enum Error {
         source: hyper::Error,
     },
     /// The URI names no host to connect to.
-    #[error("cannot send a request to `{0}`: only http:// URLs with a host are supported")]
+    #[error(
+        "cannot send a request to `{0}`: only http:// and https:// URLs with a host are supported"
+    )]
     Uri(String),
 }
 
@@ -117,8 +119,10 @@ impl std::fmt::Debug for Pool {
 
 /// Where a request goes, read from its absolute URI.
 struct Target {
-    /// `host:port`, the pool key and the address dialled.
+    /// The pool key: `host:port`, `https://host:port` over TLS.
     key: String,
+    /// Whether the connection is TLS (`https://`).
+    tls: bool,
     /// The host without IPv6 brackets, for the resolver.
     host: String,
     port: u16,
@@ -128,23 +132,30 @@ struct Target {
 impl Target {
     fn of(uri: &Uri) -> Result<Self, Error> {
         let bad = || Error::Uri(uri.to_string());
-        if uri.scheme_str() != Some("http") {
-            return Err(bad());
-        }
+        let (tls, default_port) = match uri.scheme_str() {
+            Some("http") => (false, 80),
+            Some("https") => (true, 443),
+            _ => return Err(bad()),
+        };
         let authority: &Authority = uri.authority().ok_or_else(bad)?;
         let host = authority.host();
         if host.is_empty() {
             return Err(bad());
         }
-        let port = authority.port_u16().unwrap_or(80);
+        let port = authority.port_u16().unwrap_or(default_port);
         // Never the userinfo: it must not travel in a header.
         let host_header = match authority.port_u16() {
-            Some(p) if p != 80 => HeaderValue::from_str(&format!("{host}:{p}")),
+            Some(p) if p != default_port => HeaderValue::from_str(&format!("{host}:{p}")),
             _ => HeaderValue::from_str(host),
         }
         .map_err(|_| bad())?;
         Ok(Self {
-            key: format!("{host}:{port}"),
+            key: if tls {
+                format!("https://{host}:{port}")
+            } else {
+                format!("{host}:{port}")
+            },
+            tls,
             host: host
                 .trim_start_matches('[')
                 .trim_end_matches(']')
@@ -166,7 +177,7 @@ impl Pool {
         }
     }
 
-    /// Send `req` (absolute `http://` URI) on an idle connection or a new one.
+    /// Send `req` (absolute `http://` or `https://` URI) on an idle connection or a new one.
     pub async fn send(&self, req: Request<Full<Bytes>>) -> Result<Response<Body>, Error> {
         self.send_on(req, true).await
     }
@@ -263,12 +274,17 @@ impl Pool {
             authority: target.key.clone(),
             source,
         };
+        let tls = target.tls.then_some(target.host.as_str());
         let open = async {
             let stream = TcpStream::connect((target.host.as_str(), target.port)).await?;
             stream.set_nodelay(true)?;
             socket2::SockRef::from(&stream)
                 .set_tcp_keepalive(&socket2::TcpKeepalive::new().with_time(TCP_KEEPALIVE))?;
-            Ok(stream)
+            // The TLS handshake is part of connecting: the limit covers both.
+            Ok(match tls {
+                Some(host) => Stream::Tls(Box::new(super::tls::connect(stream, host).await?)),
+                None => Stream::Plain(stream),
+            })
         };
         let stream = match self.inner.connect_timeout {
             Some(limit) => match tokio::time::timeout(limit, open).await {
@@ -281,16 +297,11 @@ impl Pool {
             None => open.await,
         }
         .map_err(failed)?;
-        let (send, conn) = http1::Builder::new()
-            .max_buf_size(MAX_BUF_SIZE)
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| failed(std::io::Error::other(e)))?;
-        // The connection's own task reads and writes the socket; it ends
-        // when the connection closes or its last sender is dropped.
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let send = match stream {
+            Stream::Plain(s) => handshake(TokioIo::new(s)).await,
+            Stream::Tls(s) => handshake(TokioIo::new(s)).await,
+        }
+        .map_err(|e| failed(std::io::Error::other(e)))?;
         {
             let mut state = self.lock();
             let host = state.hosts.entry(target.key.clone()).or_default();
@@ -309,6 +320,28 @@ impl Pool {
     fn idle_count(&self) -> usize {
         self.lock().hosts.values().map(|h| h.idle.len()).sum()
     }
+}
+
+/// A connection's socket: plain TCP or TLS over it.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+/// Start HTTP/1 on `io`; the connection's own task reads and writes the
+/// socket, and ends when the connection closes or its last sender is dropped.
+async fn handshake<T>(io: T) -> Result<Sender, hyper::Error>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (send, conn) = http1::Builder::new()
+        .max_buf_size(MAX_BUF_SIZE)
+        .handshake(io)
+        .await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(send)
 }
 
 impl Inner {
@@ -840,7 +873,7 @@ mod tests {
 
     #[test]
     fn uris_without_an_http_host_are_refused() {
-        for bad in ["https://h/", "/v1/models", "http:///x"] {
+        for bad in ["ftp://h/", "/v1/models", "http:///x", "https:///x"] {
             let uri: Result<Uri, _> = bad.parse();
             if let Ok(uri) = uri {
                 assert!(matches!(Target::of(&uri), Err(Error::Uri(_))), "{bad}");
@@ -854,5 +887,11 @@ mod tests {
         assert_eq!(t.host_header, "[::1]:8080");
         let t = Target::of(&"http://u:p@h/x".parse().unwrap()).unwrap();
         assert_eq!((t.port, t.host_header.to_str().unwrap()), (80, "h"));
+        let t = Target::of(&"https://h/x".parse().unwrap()).unwrap();
+        assert_eq!(
+            (t.port, t.tls, t.key.as_str()),
+            (443, true, "https://h:443")
+        );
+        assert_eq!(t.host_header, "h");
     }
 }

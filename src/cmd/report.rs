@@ -38,7 +38,7 @@ pub fn run(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
         .find(|p| p.file_name().is_some_and(|n| n == "report.html"));
     print!(
         "{}",
-        report::answer::render(&r, &a.results_dir, html.map(|p| p.as_path()))
+        report::answer::render(&r, &a.results_dir, html.map(|p| p.as_path()), None)
     );
     Ok(ExitCode::SUCCESS)
 }

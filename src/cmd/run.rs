@@ -58,9 +58,16 @@ pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
             Err(e) => eprintln!("report not written: {e:#}"),
         }
     }
+    let why = if outcome.interrupted {
+        "the run was interrupted; run again to measure them"
+    } else if !a.select.only.is_empty() {
+        "left out by --only"
+    } else {
+        "not run"
+    };
     print!(
         "{}",
-        runner::summary::render(&c, &outcome.cells, html.as_deref())
+        runner::summary::render(&c, &outcome.cells, html.as_deref(), why)
     );
     let exit_code = match outcome.end(&c) {
         runner::RunEnd::AllOk => 0,

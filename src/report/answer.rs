@@ -107,8 +107,18 @@ pub fn lines(r: &Report) -> Vec<String> {
 
 /// The answer with its heading and where the rest is, for the terminal:
 /// `html` is the HTML report when one exists, `results_dir` the stored cells.
-pub fn render(r: &Report, results_dir: &std::path::Path, html: Option<&std::path::Path>) -> String {
+/// `rests_on`, when given, says first that the answer rests on part of the
+/// campaign and what is missing.
+pub fn render(
+    r: &Report,
+    results_dir: &std::path::Path,
+    html: Option<&std::path::Path>,
+    rests_on: Option<&str>,
+) -> String {
     let mut s = String::from("Answer\n");
+    if let Some(part) = rests_on {
+        s.push_str(&format!("  {part}\n"));
+    }
     for l in lines(r) {
         s.push_str(&format!("  {l}\n"));
     }

@@ -112,6 +112,10 @@ pub fn build(
                 x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal)
             })
             .cloned();
+        // A search none of whose probes is stored did not run: nothing to say.
+        if mine.is_empty() {
+            continue;
+        }
         if let Some(best) = &leader {
             stop_early(search, best, &mut mine, cells);
         }
@@ -263,6 +267,10 @@ fn pick(search: String, leader: Option<&SearchRow>, rows: &[SearchRow]) -> Searc
             })
     });
     let confidence = match (leader, &runner_up) {
+        (None, _) if rows.iter().any(|r| r.state == SearchState::Incomplete) => {
+            "not finished: no config's boundary is known yet; run again to resume the search"
+                .to_string()
+        }
         (None, _) => "no config met every bound at any searched load".to_string(),
         (Some(_), None) => "the only config with a boundary".to_string(),
         (Some(b), Some((id, t))) => {

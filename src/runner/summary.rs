@@ -142,8 +142,15 @@ pub fn report_of(c: &Campaign, cells: &[CellResult]) -> Report {
 pub const SUMMARY_ROWS_MAX: usize = 40;
 
 /// Render the end-of-run summary: every cell's row (or a count per status
-/// beyond [`SUMMARY_ROWS_MAX`] cells), then the answer.
-pub fn render(c: &Campaign, cells: &[CellResult], html: Option<&std::path::Path>) -> String {
+/// beyond [`SUMMARY_ROWS_MAX`] cells), then the answer, which says what
+/// it rests on when cells of the campaign are not measured (`why`: the
+/// run was interrupted, `--only` left them out).
+pub fn render(
+    c: &Campaign,
+    cells: &[CellResult],
+    html: Option<&std::path::Path>,
+    why: &str,
+) -> String {
     let report = report_of(c, cells);
     let mut out = if report.cells.len() <= SUMMARY_ROWS_MAX {
         cell_table(&report)
@@ -161,12 +168,62 @@ pub fn render(c: &Campaign, cells: &[CellResult], html: Option<&std::path::Path>
             out.push_str(&format!("  {l}\n"));
         }
     }
+    let rests_on = rests_on(c, cells, why);
     out.push_str(&crate::report::answer::render(
         &report,
         &c.results_dir,
         html,
+        rests_on.as_deref(),
     ));
     out
+}
+
+/// Cells named per server before the rest are counted.
+const UNMEASURED_NAMED: usize = 3;
+
+/// What the answer rests on when some of the campaign's cells have no
+/// stored result: how many of all, and which are missing, by server.
+fn rests_on(c: &Campaign, cells: &[CellResult], why: &str) -> Option<String> {
+    let stored: HashSet<(&str, &str)> = cells
+        .iter()
+        .map(|r| (r.server_id.as_str(), r.identity.as_str()))
+        .collect();
+    let mut missing: Vec<String> = Vec::new();
+    let (mut total, mut absent) = (0, 0);
+    let points = c.workloads.iter().filter(|w| w.repetition == 0).count();
+    for s in &c.servers {
+        let mut names = Vec::new();
+        // Later repetitions go unmeasured by design once the first ones
+        // agree (`repetitions = "auto"`); each point counts once.
+        for w in c.workloads.iter().filter(|w| w.repetition == 0) {
+            total += 1;
+            let id = crate::store::identity::cell_identity(c, s, w);
+            if !stored.contains(&(s.id.as_str(), id.as_str())) {
+                names.push(w.cell_name());
+            }
+        }
+        absent += names.len();
+        match names.len() {
+            0 => {}
+            n if n == points => missing.push(format!("`{}` (all {n})", s.id)),
+            n if n <= UNMEASURED_NAMED => {
+                missing.push(format!("`{}` ({})", s.id, names.join(", ")))
+            }
+            n => missing.push(format!(
+                "`{}` ({}, and {} more)",
+                s.id,
+                names[..UNMEASURED_NAMED].join(", "),
+                n - UNMEASURED_NAMED
+            )),
+        }
+    }
+    (absent > 0).then(|| {
+        format!(
+            "this answer rests on {} of the campaign's {total} points; not measured ({why}): {}",
+            total - absent,
+            missing.join("; ")
+        )
+    })
 }
 
 /// Every cell's row, with speedups over the baseline.

@@ -53,11 +53,20 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl ServerTokenizer {
-    /// A counter for the server at `base_url` (`http://host:port`).
+    /// A counter for the server at `base_url` (`http://host:port` or `https://…`).
     pub fn new(base_url: &str) -> Result<Self, WorkloadError> {
-        let rest = base_url.strip_prefix("http://").ok_or_else(|| {
-            WorkloadError::InvalidArgument(format!("`{base_url}` is not an http:// URL"))
-        })?;
+        let (scheme, rest) = match (
+            base_url.strip_prefix("http://"),
+            base_url.strip_prefix("https://"),
+        ) {
+            (Some(rest), _) => ("http", rest),
+            (None, Some(rest)) => ("https", rest),
+            (None, None) => {
+                return Err(WorkloadError::InvalidArgument(format!(
+                    "`{base_url}` is not an http:// or https:// URL"
+                )))
+            }
+        };
         let (authority, prefix) = match rest.find('/') {
             Some(i) => {
                 let path = rest[i..].trim_end_matches('/');
@@ -66,7 +75,7 @@ impl ServerTokenizer {
             }
             None => (rest, ""),
         };
-        let uri: Uri = format!("http://{authority}{prefix}/tokenize")
+        let uri: Uri = format!("{scheme}://{authority}{prefix}/tokenize")
             .parse()
             .map_err(|e| WorkloadError::InvalidArgument(format!("bad URL `{base_url}`: {e}")))?;
         // `Uri` accepts any port text and only fails to read it later.
@@ -313,7 +322,10 @@ mod tests {
         assert_eq!(t.uri, "http://127.0.0.1:8123/tokenize");
         let t = ServerTokenizer::new("http://127.0.0.1:8123/proxy/llm/v1/").unwrap();
         assert_eq!(t.uri, "http://127.0.0.1:8123/proxy/llm/tokenize");
-        assert!(ServerTokenizer::new("https://x").is_err());
+        // A TLS endpoint's /tokenize is asked over TLS too.
+        let t = ServerTokenizer::new("https://api.example.test/v1").unwrap();
+        assert_eq!(t.uri, "https://api.example.test/tokenize");
+        assert!(ServerTokenizer::new("ftp://x").is_err());
         assert!(ServerTokenizer::new("http://h:port").is_err());
     }
 

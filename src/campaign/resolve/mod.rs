@@ -441,8 +441,8 @@ fn engine_spec(raw: &RawCampaign, src: &Source, base: &Path) -> Result<EngineSpe
                     "[engine] kind = \"openai\" needs `url` (e.g. http://127.0.0.1:8000)",
                 ))
             }
-            Some(u) if !u.get_ref().starts_with("http://") => {
-                return Err(src.error(u, "url must start with http://"))
+            Some(u) if !(u.get_ref().starts_with("http://") || u.get_ref().starts_with("https://")) => {
+                return Err(src.error(u, "url must start with http:// or https://"))
             }
             Some(u) if u.get_ref().contains(['?', '#']) => {
                 return Err(src.error(
