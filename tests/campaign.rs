@@ -288,6 +288,19 @@ fn changing_one_server_parameter_makes_only_its_cells_stale() {
         fast.replace("max_running_requests = 8", "max_running_requests = 16"),
     );
     assert_only(&campaign, "b/", "stale: server max_running_requests 8 → 16");
+    // A list names the part of it that changed, before and after.
+    write_campaign(
+        dir.path(),
+        fast.replace(
+            "id = \"c\"\n",
+            "id = \"c\"\nargs = [\"--decode-step-per-seq-ms\", \"0\"]\n",
+        ),
+    );
+    assert_only(
+        &campaign,
+        "c/",
+        "stale: server args […] → […, --decode-step-per-seq-ms, 0]",
+    );
     // Renaming a server and reordering keys changes nothing.
     write_campaign(dir.path(), fast.replace("id = \"c\"", "id = \"c2\""));
     let (_, stdout, _) = run(&["plan", "--json", campaign.to_str().unwrap()]);

@@ -127,9 +127,15 @@ fn differences(then: &Value, now: &Value, skip: &[&str]) -> String {
     let changed: Vec<String> = keys
         .into_iter()
         .filter(|k| !skip.contains(&k.as_str()) && then.get(*k) != now.get(*k))
-        .map(|k| {
-            let shown = |v: Option<&Value>| v.map_or_else(|| "(none)".to_string(), short);
-            format!("{k} {} → {}", shown(then.get(k)), shown(now.get(k)))
+        .map(|k| match (then.get(k), now.get(k)) {
+            (Some(Value::Array(a)), Some(Value::Array(b))) => {
+                let (a, b) = changed_part(a, b);
+                format!("{k} {a} → {b}")
+            }
+            (a, b) => {
+                let shown = |v: Option<&Value>| v.map_or_else(|| "(none)".to_string(), short);
+                format!("{k} {} → {}", shown(a), shown(b))
+            }
         })
         .collect();
     match changed.len() {
@@ -139,22 +145,67 @@ fn differences(then: &Value, now: &Value, skip: &[&str]) -> String {
     }
 }
 
+/// Two lists as the part that differs, what both share before and after
+/// it written `…`: `[…, --x, 1]` → `[…, --x, 2]`.
+fn changed_part(a: &[Value], b: &[Value]) -> (String, String) {
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let room = a.len().min(b.len()) - prefix;
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(room)
+        .take_while(|(x, y)| x == y)
+        .count();
+    let show = |v: &[Value]| {
+        let middle = &v[prefix..v.len() - suffix];
+        let mut items: Vec<String> = middle.iter().map(item).collect();
+        if prefix > 0 {
+            items.insert(0, "…".into());
+        }
+        if suffix > 0 {
+            items.push("…".into());
+        }
+        crate::failure::truncate(&format!("[{}]", items.join(", ")), 80)
+    };
+    (show(a), show(b))
+}
+
+/// A list item as typed: strings bare, anything else as JSON writes it.
+fn item(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// A value as short text: scalars as JSON writes them, a list of them as
 /// `[a, b]` with strings bare (a command line's flags read as typed), and
 /// anything longer cut at 80 characters.
 fn short(v: &Value) -> String {
     let text = match v {
         Value::Array(items) => {
-            let items: Vec<String> = items
-                .iter()
-                .map(|i| match i {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-                .collect();
+            let items: Vec<String> = items.iter().map(item).collect();
             format!("[{}]", items.join(", "))
         }
         other => other.to_string(),
     };
     crate::failure::truncate(&text, 80)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_list_shows_the_part_that_changed() {
+        let list = |s: &str| -> Vec<Value> { s.split(" ").map(Value::from).collect() };
+        let (a, b) = changed_part(&list("--tp 2 --x 1 --y 3"), &list("--tp 2 --x 2 --y 3"));
+        assert_eq!((a.as_str(), b.as_str()), ("[…, 1, …]", "[…, 2, …]"));
+        let (a, b) = changed_part(&list("--a"), &list("--b"));
+        assert_eq!((a.as_str(), b.as_str()), ("[--a]", "[--b]"));
+        // Repeated items are not counted twice as both prefix and suffix.
+        let (a, b) = changed_part(&list("x x"), &list("x x x"));
+        assert_eq!((a.as_str(), b.as_str()), ("[…]", "[…, x]"));
+    }
 }
