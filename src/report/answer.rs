@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::model::Report;
-use super::recommend::Ranked;
+use super::recommend::{overlaps, Ranked};
 
 /// The answer as lines, without the heading.
 pub fn lines(r: &Report) -> Vec<String> {
@@ -164,7 +164,7 @@ fn against_runner_up(
     let Some(u) = runner_up else {
         return "; no other config to compare".into();
     };
-    if best.low <= u.high && u.low <= best.high {
+    if overlaps(best, u) {
         format!(
             "; too close to call with runner-up {}: its interval {} overlaps {}",
             show(u),
@@ -198,7 +198,7 @@ fn versus(
     if b.value <= 0.0 {
         return format!(", the baseline `{}` has none", b.server_id);
     }
-    let noise = if best.low <= b.high && b.low <= best.high {
+    let noise = if overlaps(best, b) {
         format!(
             ", but within the noise: its interval {} overlaps the baseline's {}",
             interval(best, digits),

@@ -124,7 +124,8 @@ pub struct StreamPick {
     pub baseline: Option<Ranked>,
 }
 
-fn overlaps(a: &Ranked, b: &Ranked) -> bool {
+/// Whether two entries' intervals overlap: their order is within the noise.
+pub(super) fn overlaps(a: &Ranked, b: &Ranked) -> bool {
     a.low <= b.high && b.low <= a.high
 }
 
