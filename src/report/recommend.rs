@@ -243,7 +243,6 @@ pub(super) fn slo_picks(
 ) -> (Vec<SloPick>, Vec<SloMiss>) {
     let (crashes, wrong) = (crashes(cells), wrong_answers(cells));
     // (slo, family) → (server, load) → per-repetition (rate/GPU, share, cell)
-    type Cand<'a> = Vec<(f64, f64, &'a CellResult, Slo)>;
     type ByConfig<'a> = BTreeMap<(usize, String, String), Cand<'a>>;
     let mut groups: BTreeMap<(String, String), ByConfig> = BTreeMap::new();
     let mut rank: HashMap<&str, usize> = HashMap::new();
@@ -280,65 +279,7 @@ pub(super) fn slo_picks(
         let mut ranked: Vec<(Ranked, f64, bool)> = cands
             .iter()
             .filter(|((_, server, _), _)| !excluded.iter().any(|e| &e.server_id == server))
-            .map(|((_, server, load), reps)| {
-                let values: Vec<f64> = reps.iter().map(|r| r.0).collect();
-                let sp = Spread::of(values.iter().copied()).unwrap_or(Spread {
-                    n: 0,
-                    mean: 0.0,
-                    min: 0.0,
-                    max: 0.0,
-                });
-                let share = reps.iter().map(|r| r.1).sum::<f64>() / reps.len() as f64;
-                let (low, high, by_reps) = if reps.len() >= 2 {
-                    (sp.min, sp.max, true)
-                } else {
-                    let (cell, slo) = (reps[0].2, reps[0].3);
-                    let s = cell.summary.as_ref().expect("usable cells have a summary");
-                    // Resample requests and re-estimate the rate as a ratio
-                    // estimator: good requests per second of request time,
-                    // scaled to the measured rate. Resampling only the
-                    // good/bad flags would give no spread when every
-                    // request met the SLO, however close the runner-up.
-                    let pairs: Vec<(bool, f64)> = s
-                        .requests
-                        .iter()
-                        .map(|r| (meets(r, &slo), r.e2e_ms.unwrap_or(0.0)))
-                        .collect();
-                    let busy: f64 = pairs.iter().map(|p| p.1).sum();
-                    let scale = if s.duration_s > 0.0 && busy > 0.0 {
-                        busy / s.duration_s / f64::from(cell.server.gpus())
-                    } else {
-                        0.0
-                    };
-                    let (l, h) = bootstrap(&pairs, rng, |g| {
-                        let t: f64 = g.iter().map(|p| p.1).sum();
-                        let good = g.iter().filter(|p| p.0).count() as f64;
-                        if t > 0.0 {
-                            good / t * scale
-                        } else {
-                            0.0
-                        }
-                    });
-                    (l, h, false)
-                };
-                let reached: Vec<f64> = reps
-                    .iter()
-                    .filter_map(|r| Some(r.2.summary.as_ref()?.in_flight?.mean))
-                    .collect();
-                (
-                    Ranked {
-                        server_id: server.clone(),
-                        load: load.clone(),
-                        value: sp.mean,
-                        low,
-                        high,
-                        in_flight: (!reached.is_empty())
-                            .then(|| reached.iter().sum::<f64>() / reached.len() as f64),
-                    },
-                    share,
-                    by_reps,
-                )
-            })
+            .map(|((_, server, load), reps)| ranked_point(server, load, reps, rng))
             .collect();
         ranked.sort_by(|a, b| b.0.value.total_cmp(&a.0.value));
         // A point meets the SLO only when enough of its requests do.
@@ -385,6 +326,73 @@ pub(super) fn slo_picks(
         });
     }
     (out, misses)
+}
+
+/// One point's repetitions: (goodput per GPU, share within the SLO, the
+/// cell, the SLO) each.
+type Cand<'a> = Vec<(f64, f64, &'a CellResult, Slo)>;
+
+/// A point of a SLO ranking from its repetitions: its mean goodput per GPU
+/// with an interval (min–max over repetitions, else a bootstrap over its
+/// requests), its mean share within the SLO, and whether the interval came
+/// from repetitions.
+fn ranked_point(server: &str, load: &str, reps: &Cand, rng: &mut SplitMix) -> (Ranked, f64, bool) {
+    let values: Vec<f64> = reps.iter().map(|r| r.0).collect();
+    let sp = Spread::of(values.iter().copied()).unwrap_or(Spread {
+        n: 0,
+        mean: 0.0,
+        min: 0.0,
+        max: 0.0,
+    });
+    let share = reps.iter().map(|r| r.1).sum::<f64>() / reps.len() as f64;
+    let (low, high, by_reps) = if reps.len() >= 2 {
+        (sp.min, sp.max, true)
+    } else {
+        let (cell, slo) = (reps[0].2, reps[0].3);
+        let s = cell.summary.as_ref().expect("usable cells have a summary");
+        // Resample requests and re-estimate the rate as a ratio estimator:
+        // good requests per second of request time, scaled to the measured
+        // rate. Resampling only the good/bad flags would give no spread
+        // when every request met the SLO, however close the runner-up.
+        let pairs: Vec<(bool, f64)> = s
+            .requests
+            .iter()
+            .map(|r| (meets(r, &slo), r.e2e_ms.unwrap_or(0.0)))
+            .collect();
+        let busy: f64 = pairs.iter().map(|p| p.1).sum();
+        let scale = if s.duration_s > 0.0 && busy > 0.0 {
+            busy / s.duration_s / f64::from(cell.server.gpus())
+        } else {
+            0.0
+        };
+        let (l, h) = bootstrap(&pairs, rng, |g| {
+            let t: f64 = g.iter().map(|p| p.1).sum();
+            let good = g.iter().filter(|p| p.0).count() as f64;
+            if t > 0.0 {
+                good / t * scale
+            } else {
+                0.0
+            }
+        });
+        (l, h, false)
+    };
+    let reached: Vec<f64> = reps
+        .iter()
+        .filter_map(|r| Some(r.2.summary.as_ref()?.in_flight?.mean))
+        .collect();
+    (
+        Ranked {
+            server_id: server.to_string(),
+            load: load.to_string(),
+            value: sp.mean,
+            low,
+            high,
+            in_flight: (!reached.is_empty())
+                .then(|| reached.iter().sum::<f64>() / reached.len() as f64),
+        },
+        share,
+        by_reps,
+    )
 }
 
 /// A warning when the recommended server failed elsewhere in the campaign:
