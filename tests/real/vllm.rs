@@ -251,7 +251,21 @@ fn real_vllm_campaign_ar_vs_ngram_then_sigkill_leaves_no_engine_process() {
             );
             continue;
         }
-        assert_eq!(c["status"], "ok", "{name}: {}", c["failure"]);
+        // n-gram lookup drafts from the prompt's own text; on filler text
+        // the model may continue none of it, and which it continues differs
+        // with the CPU's arithmetic (here a prefix cell drafted 24 tokens and
+        // kept none on one machine, some on another). The judgment calls
+        // that suspicious; any other verdict on any cell fails the test.
+        let missed_drafts = server == "ngram"
+            && c["status"] == "suspicious"
+            && c["failure"]["detail"]
+                .as_str()
+                .is_some_and(|d| d.ends_with("draft tokens and accepted none"));
+        assert!(
+            c["status"] == "ok" || missed_drafts,
+            "{name}: {}",
+            c["failure"]
+        );
         // The server was warmed up once before its first cell, and it answered.
         let run = &c["server_run"];
         assert!(
