@@ -23,6 +23,8 @@
 //! - [`ui`]: the live progress line (on tokio).
 //! - [`metrics`]: statistics, goodput, level summaries, judgment from raw records (pure).
 //! - [`search`]: SLO search, probe order and boundaries (pure).
+//! - [`goal`]: answer first: which servers run first and which points a
+//!   probe shows cannot win (pure).
 //! - [`campaign`]: the TOML schema, matrix and workload expansion, validation (pure).
 //! - [`store`]: per-cell results, the one judgment of a measured level, identities,
 //!   `campaign.json`, the results directory.
@@ -44,6 +46,7 @@ pub mod client;
 pub mod cmd;
 pub mod engine;
 pub mod failure;
+pub mod goal;
 pub mod launcher;
 pub mod load;
 pub mod memory;
