@@ -238,6 +238,10 @@ pub struct RunArgs {
     /// Also write the run's events to FILE as JSON lines (`-`: standard output).
     #[arg(long, value_name = "FILE")]
     pub log_json: Option<PathBuf>,
+    /// What to measure, overriding `[run] goal`: every cell (`grid`), or
+    /// only what can change the answer (`answer`).
+    #[arg(long, value_enum)]
+    pub goal: Option<crate::campaign::Goal>,
 }
 
 /// Arguments of `servebench memory`.

@@ -23,9 +23,9 @@
 //! - [`ui`]: the live progress line (on tokio).
 //! - [`metrics`]: statistics, goodput, level summaries, judgment from raw records (pure).
 //! - [`search`]: SLO search, probe order and boundaries (pure).
-//! - [`goal`]: answer first: which servers run first and which points a
-//!   probe shows cannot win (pure).
 //! - [`campaign`]: the TOML schema, matrix and workload expansion, validation (pure).
+//! - [`goal`]: answer first: which servers run first, each point's probe,
+//!   and which points a probe shows cannot place (pure).
 //! - [`store`]: per-cell results, the one judgment of a measured level, identities,
 //!   `campaign.json`, the results directory.
 //! - [`report`]: the report model and its tables, CSV, JSON, HTML, compare (pure).

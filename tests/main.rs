@@ -8,6 +8,8 @@
 mod common;
 
 // Pure and simulator suites.
+/// `goal = "answer"`: probes, what was left and why, the grid's answer.
+mod answer_first;
 /// Malformed and hostile campaign files refused with file, line and column.
 mod bad_campaigns;
 /// Arbitrary `bench` command lines: no panic, every error names a flag.

@@ -452,6 +452,25 @@ pub struct RawRun {
     /// Write the report files into the results directory at the end of `run` (default true).
     #[serde(default)]
     pub report: Option<bool>,
+    /// What `run` measures: `"grid"`, every cell (the default), or
+    /// `"answer"`, only the cells that can change the answer.
+    #[serde(default)]
+    pub goal: Option<Spanned<Goal>>,
+}
+
+/// What a run measures.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Goal {
+    /// Every cell of the campaign.
+    #[default]
+    Grid,
+    /// Only what can change the answer: servers run leader first and a
+    /// later server's point is measured in full only where a short probe
+    /// shows it could still win (see [`crate::goal`]).
+    Answer,
 }
 
 /// `repetitions`: a count, or `"auto"`.

@@ -21,6 +21,7 @@ pub async fn run(a: cli::RunArgs, cancel: CancellationToken) -> anyhow::Result<E
         parallel: a.parallel as usize,
         local: a.local,
         job_args: super::plan::job_args(&a.select),
+        goal: a.goal.unwrap_or(c.run.goal),
     };
     // Slurm and ssh jobs run `run --local` side by side on one results tree,
     // so only a run that measures on this machine by itself takes the lock.

@@ -30,7 +30,42 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::campaign::{PromptSource, WorkloadPoint};
+use crate::load::schedule::LoadShape;
 use crate::search::{cannot_win, Throughput};
+
+/// Output tokens a probe request asks for (its point's own when fewer):
+/// enough decode steps for a steady speed, a small part of a long cell.
+pub const PROBE_OUTPUT: u64 = 128;
+/// Fewest requests a probe sends, so its interval over requests means
+/// something at one stream.
+pub const PROBE_MIN_REQUESTS: u64 = 4;
+
+/// The probe of a point: one wave of its concurrency (at least
+/// [`PROBE_MIN_REQUESTS`]), no warm-up, outputs cut to [`PROBE_OUTPUT`]
+/// tokens, the same prompts. `None` where a probe would not measure the
+/// point's kind of load: rates and replays (their arrivals are the load),
+/// sessions and traces (their own lengths), checks (their answers), points
+/// bounded by time, and repetitions after the first (gated with it).
+pub fn probe_point(w: &WorkloadPoint) -> Option<WorkloadPoint> {
+    let LoadShape::Concurrency { value } = w.load else {
+        return None;
+    };
+    let gated = matches!(
+        w.source,
+        PromptSource::Synthetic | PromptSource::PromptKinds { .. } | PromptSource::Dataset { .. }
+    );
+    let n = w.num_requests?;
+    if !gated || w.repetition > 0 || w.duration_s.is_some() {
+        return None;
+    }
+    Some(WorkloadPoint {
+        num_requests: Some(u64::from(value).min(n).max(PROBE_MIN_REQUESTS.min(n))),
+        warmup: 0,
+        output_len: w.output_len.min(PROBE_OUTPUT),
+        ..w.clone()
+    })
+}
 
 /// What a probe says about a point's SLO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,22 +83,65 @@ pub enum SloOutlook {
 /// A short probe of a point on one server.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Probe {
-    /// Its throughput per GPU with the interval over its requests.
+    /// The value the point ranks by (throughput per GPU, or decode speed
+    /// at one stream) with its interval over the probe's requests.
     pub throughput: Throughput,
     /// Whether it can still meet the point's SLO.
     pub slo: SloOutlook,
+    /// What the value is, for the reason a point was left.
+    pub unit: &'static str,
 }
 
 /// A point measured in full on one server.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Full {
+    /// The value the point ranks by, with its interval.
+    pub value: Throughput,
+    /// Its probe's value, when it was probed: what later probes are
+    /// compared with.
+    pub probe: Option<Throughput>,
+    /// How it did against the point's SLO; `None` where there is none.
+    pub slo: Option<SloFull>,
+}
+
+/// A full measurement against its point's SLO.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SloFull {
+    /// Whether enough of its requests met every bound.
+    pub meets: bool,
+    /// Its goodput: requests within every bound per second per GPU, what
+    /// the SLO pick of its family ranks by.
+    pub goodput: f64,
+}
+
+/// A workload point as the answer uses it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point<'a> {
+    /// Its name, shared by every server (the cell name of its first repetition).
+    pub name: &'a str,
+    /// How many configs the answer names at it: 1, the best, or 2, the
+    /// best and its runner-up (single-stream points).
+    pub places: usize,
+    /// The workload family whose SLO pick it takes part in, where it has an SLO.
+    pub family: Option<&'a str>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 struct Entry {
     server: String,
-    throughput: Throughput,
-    /// Its probe of the point, when it has one: what later probes are
-    /// compared with.
-    probe: Option<Throughput>,
-    /// `None` where the point has no SLO.
-    meets_slo: Option<bool>,
+    full: Full,
+}
+
+impl Entry {
+    /// What a probe at the point is compared with: the probe, or the full
+    /// value where none ran.
+    fn against(&self) -> Throughput {
+        self.full.probe.unwrap_or(self.full.value)
+    }
+
+    fn meets(&self) -> bool {
+        self.full.slo.is_none_or(|s| s.meets)
+    }
 }
 
 /// Why a server's point was not measured in full.
@@ -73,31 +151,57 @@ pub struct Lost {
     pub server: String,
     /// The workload point (cell name).
     pub point: String,
-    /// The config it lost to.
+    /// The point's leader.
     pub leader: String,
-    /// The probe's throughput per GPU.
+    /// The config whose place it cannot take: the leader where the answer
+    /// names only the best, the runner-up where it names both.
+    pub beaten_by: String,
+    /// The probe's value.
     pub probe: f64,
-    /// The leader's probe of the point (its full measurement where it
-    /// has no probe).
-    pub leading: f64,
+    /// The probe of `beaten_by` at the point (its full measurement where
+    /// it has no probe).
+    pub against: f64,
+    /// What the values are: `tok/s/GPU`, or `tok/s decode` at one stream.
+    pub unit: String,
+    /// At a point with an SLO: why it cannot be its family's SLO pick or
+    /// runner-up either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_pick: Option<String>,
+}
+
+impl Lost {
+    /// Why, without whose point it was.
+    pub fn reason(&self) -> String {
+        let place = if self.beaten_by == self.leader {
+            format!(
+                "cannot win: its probe {:.1} vs {:.1} {} of leader `{}`",
+                self.probe, self.against, self.unit, self.leader
+            )
+        } else {
+            format!(
+                "cannot be first or second: its probe {:.1} vs {:.1} {} of runner-up `{}` (leader `{}`)",
+                self.probe, self.against, self.unit, self.beaten_by, self.leader
+            )
+        };
+        match &self.slo_pick {
+            Some(s) => format!("{place}; {s}"),
+            None => place,
+        }
+    }
 }
 
 impl fmt::Display for Lost {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "`{}` at {}: lost to `{}`, {:.1} vs {:.1} tok/s/GPU",
-            self.server, self.point, self.leader, self.probe, self.leading
-        )
+        write!(f, "`{}` at {}: {}", self.server, self.point, self.reason())
     }
 }
 
 /// What to do with a server's point.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Gate {
-    /// Measure it in full: it may win, or nothing to compare with yet.
+    /// Measure it in full: it may place, or nothing to compare with yet.
     Measure,
-    /// Leave it: its probe cannot beat the leader.
+    /// Leave it: its probe cannot take any place the answer names.
     Lost(Lost),
 }
 
@@ -105,6 +209,9 @@ pub enum Gate {
 #[derive(Debug, Clone, Default)]
 pub struct Board {
     points: BTreeMap<String, Vec<Entry>>,
+    /// Per family, each server's best goodput per GPU among its points
+    /// meeting the SLO.
+    families: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
 impl Board {
@@ -113,90 +220,168 @@ impl Board {
         Self::default()
     }
 
-    /// Record a full measurement of `point` on `server`, with its probe of
-    /// the point when one ran; `meets_slo` is `None` where the point has no
-    /// SLO.
-    pub fn offer(
-        &mut self,
-        (point, server): (&str, &str),
-        full: Throughput,
-        probe: Option<Throughput>,
-        meets_slo: Option<bool>,
-    ) {
+    /// Record a full measurement of `point` on `server`.
+    pub fn offer(&mut self, point: &Point<'_>, server: &str, full: Full) {
+        if let (Some(family), Some(slo)) = (point.family, full.slo.filter(|s| s.meets)) {
+            let best = self
+                .families
+                .entry(family.to_string())
+                .or_default()
+                .entry(server.to_string())
+                .or_insert(0.0);
+            *best = best.max(slo.goodput);
+        }
         self.points
-            .entry(point.to_string())
+            .entry(point.name.to_string())
             .or_default()
             .push(Entry {
                 server: server.to_string(),
-                throughput: full,
-                probe,
-                meets_slo,
+                full,
             });
     }
 
-    /// Whether anything was measured in full at `point`: a probe there has
-    /// something to be compared with.
+    /// Whether anything was measured in full at `point`.
     pub fn has_leader(&self, point: &str) -> bool {
         self.points.get(point).is_some_and(|v| !v.is_empty())
     }
 
-    /// The config leading `point`: the most throughput per GPU among those
-    /// meeting its SLO, or among all where it has none.
+    /// The config leading `point`: the best value among those meeting its
+    /// SLO, or among all where it has none.
     pub fn leader(&self, point: &str) -> Option<(&str, Throughput)> {
-        self.best(point, |e| e.meets_slo != Some(false))
-            .map(|e| (e.server.as_str(), e.throughput))
+        self.best(point, Entry::meets)
     }
 
-    /// The config with the most throughput per GPU at `point`, whatever
-    /// its SLO says.
+    /// The config with the best value at `point`, whatever its SLO says.
     pub fn fastest(&self, point: &str) -> Option<(&str, Throughput)> {
         self.best(point, |_| true)
-            .map(|e| (e.server.as_str(), e.throughput))
     }
 
-    fn best(&self, point: &str, keep: impl Fn(&Entry) -> bool) -> Option<&Entry> {
-        self.points
-            .get(point)?
-            .iter()
+    /// A family's SLO pick: the server with the most goodput per GPU at a
+    /// point meeting the SLO, and that goodput.
+    pub fn slo_pick(&self, family: &str) -> Option<(&str, f64)> {
+        self.slo_ranking(family).into_iter().next()
+    }
+
+    /// How many points each config leads.
+    pub fn leads(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for point in self.points.keys() {
+            if let Some((server, _)) = self.leader(point).or_else(|| self.fastest(point)) {
+                *out.entry(server.to_string()).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+
+    fn best(&self, point: &str, keep: impl Fn(&Entry) -> bool) -> Option<(&str, Throughput)> {
+        let ranked = self.ranked(point, keep);
+        ranked.first().map(|e| (e.server.as_str(), e.full.value))
+    }
+
+    /// The entries of `point` that `keep` keeps, best first.
+    fn ranked(&self, point: &str, keep: impl Fn(&Entry) -> bool) -> Vec<&Entry> {
+        let mut v: Vec<&Entry> = self
+            .points
+            .get(point)
+            .into_iter()
+            .flatten()
             .filter(|e| keep(e))
-            .max_by(|a, b| {
-                a.throughput
-                    .per_gpu
-                    .total_cmp(&b.throughput.per_gpu)
-                    .then_with(|| b.server.cmp(&a.server))
-            })
+            .collect();
+        v.sort_by(|a, b| {
+            (b.full.value.per_gpu)
+                .total_cmp(&a.full.value.per_gpu)
+                .then_with(|| a.server.cmp(&b.server))
+        });
+        v
+    }
+
+    /// A family's servers by their best goodput at a point meeting the
+    /// SLO, best first: the SLO pick, its runner-up, the rest.
+    pub fn slo_ranking(&self, family: &str) -> Vec<(&str, f64)> {
+        let mut v: Vec<(&str, f64)> = self
+            .families
+            .get(family)
+            .into_iter()
+            .flatten()
+            .map(|(s, g)| (s.as_str(), *g))
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        v
     }
 
     /// Whether `server`, probed at `point`, is to be measured there in full.
     ///
-    /// It is lost when its probe cannot beat the leader the point ranks by:
-    /// the leader among configs meeting the SLO, or, when the probe shows
-    /// the config will not meet the SLO itself, the leader by throughput
-    /// alone (it can then win the point's throughput and nothing else). At
-    /// an SLO point no config has met yet, a probe that may still meet the
-    /// SLO is measured: it could be the point's only pick.
-    pub fn gate(&self, server: &str, point: &str, probe: &Probe) -> Gate {
-        let against = match probe.slo {
-            SloOutlook::Fails => self.best(point, |_| true),
-            SloOutlook::NoSlo | SloOutlook::Unsure => {
-                self.best(point, |e| e.meets_slo != Some(false))
-            }
-        };
-        let Some(lead) = against else {
+    /// A config is left only when its probe can take none of the places the
+    /// answer names. At the point: it cannot beat the config in the last
+    /// of `point.places` (hence none above it); until that many are
+    /// measured in full, every probe is measured. The ranking is among
+    /// configs meeting the point's SLO or, when the probe shows the config
+    /// will not meet the SLO itself, among all (it can then place on the
+    /// point's value and nothing else). At a point with an SLO, it must
+    /// also be unable to become its family's SLO pick or runner-up: its
+    /// probe, scaled by the point leader's goodput over that leader's own
+    /// probe, stays below the goodput of the family's second config.
+    pub fn gate(&self, point: &Point<'_>, server: &str, probe: &Probe) -> Gate {
+        let fails = probe.slo == SloOutlook::Fails;
+        let ranked = self.ranked(point.name, |e| fails || e.meets());
+        let places = point.places.max(1);
+        if ranked.len() < places {
             return Gate::Measure;
-        };
-        let leading = lead.probe.unwrap_or(lead.throughput);
-        if cannot_win(&probe.throughput, &leading) {
-            Gate::Lost(Lost {
-                server: server.to_string(),
-                point: point.to_string(),
-                leader: lead.server.clone(),
-                probe: probe.throughput.per_gpu,
-                leading: leading.per_gpu,
-            })
-        } else {
-            Gate::Measure
         }
+        let (lead, last) = (ranked[0], ranked[places - 1]);
+        if !cannot_win(&probe.throughput, &last.against()) {
+            return Gate::Measure;
+        }
+        let slo_pick = match point.family.filter(|_| !fails) {
+            Some(family) => match self.below_slo_pick(family, lead, probe) {
+                Some(why) => Some(why),
+                None => return Gate::Measure,
+            },
+            None => None,
+        };
+        Gate::Lost(Lost {
+            server: server.to_string(),
+            point: point.name.to_string(),
+            leader: lead.server.clone(),
+            beaten_by: last.server.clone(),
+            probe: probe.throughput.per_gpu,
+            against: last.against().per_gpu,
+            unit: probe.unit.to_string(),
+            slo_pick,
+        })
+    }
+
+    /// Why a probe cannot become its family's SLO pick or runner-up, or
+    /// `None` when it may (or fewer than two configs meet the SLO yet).
+    fn below_slo_pick(&self, family: &str, lead: &Entry, probe: &Probe) -> Option<String> {
+        let ranked = self.slo_ranking(family);
+        let &(second, bar) = ranked.get(1)?;
+        let lead_goodput = lead.full.slo.filter(|s| s.meets)?.goodput;
+        let base = lead.against();
+        if base.per_gpu <= 0.0 {
+            return None;
+        }
+        // The probe's ratio to the leader's probe, in goodput: both
+        // intervals carry into the projection.
+        let scale = lead_goodput / base.per_gpu;
+        let rel = |t: &Throughput| (t.high - t.per_gpu).max(0.0) / t.per_gpu.max(f64::MIN_POSITIVE);
+        let half = rel(&probe.throughput).hypot(rel(&base));
+        let projected = probe.throughput.per_gpu * scale;
+        let t = Throughput {
+            per_gpu: projected,
+            low: projected * (1.0 - half),
+            high: projected * (1.0 + half),
+        };
+        let bar_t = Throughput {
+            per_gpu: bar,
+            low: bar,
+            high: bar,
+        };
+        cannot_win(&t, &bar_t).then(|| {
+            format!(
+                "under the SLO at most about {projected:.3} good req/s/GPU, below {bar:.3} of `{second}`, the family's second"
+            )
+        })
     }
 }
 
@@ -233,59 +418,123 @@ mod tests {
         Probe {
             throughput: t(v, v * 0.05),
             slo,
+            unit: "tok/s/GPU",
         }
     }
 
+    fn full(v: f64, probe: Option<f64>, slo: Option<(bool, f64)>) -> Full {
+        Full {
+            value: t(v, 10.0),
+            probe: probe.map(|p| t(p, 10.0)),
+            slo: slo.map(|(meets, goodput)| SloFull { meets, goodput }),
+        }
+    }
+
+    const C8: Point = Point {
+        name: "c8",
+        places: 1,
+        family: None,
+    };
+
     #[test]
-    fn a_probe_far_below_the_leader_is_lost_and_one_within_the_noise_is_measured() {
+    fn a_probe_far_below_the_leaders_is_lost_and_one_within_the_noise_is_measured() {
         let mut b = Board::new();
         assert!(!b.has_leader("c8"));
-        b.offer(("c8", "ddtree"), t(700.0, 10.0), Some(t(655.0, 10.0)), None);
+        b.offer(&C8, "ddtree", full(700.0, Some(680.0), None));
         assert!(b.has_leader("c8"));
-        match b.gate("ar", "c8", &probe(412.0, SloOutlook::NoSlo)) {
+        match b.gate(&C8, "ar", &probe(412.0, SloOutlook::NoSlo)) {
             Gate::Lost(l) => assert_eq!(
                 l.to_string(),
-                "`ar` at c8: lost to `ddtree`, 412.0 vs 655.0 tok/s/GPU"
+                "`ar` at c8: cannot win: its probe 412.0 vs 680.0 tok/s/GPU of leader `ddtree`"
             ),
             g => panic!("{g:?}"),
         }
         // Probes are compared with the leader's probe, not its full cell:
-        // 600 is 8 % below 655, within the widened intervals, so it may win.
+        // 630 is 7 % below 680, within the widened intervals.
         assert_eq!(
-            b.gate("dflash", "c8", &probe(600.0, SloOutlook::NoSlo)),
+            b.gate(&C8, "eagle", &probe(630.0, SloOutlook::NoSlo)),
             Gate::Measure
         );
-        // Another point has no leader yet.
+        // Another point has nothing measured yet.
+        let c1 = Point { name: "c1", ..C8 };
         assert_eq!(
-            b.gate("ar", "c1", &probe(1.0, SloOutlook::NoSlo)),
+            b.gate(&c1, "ar", &probe(1.0, SloOutlook::NoSlo)),
             Gate::Measure
         );
+        assert_eq!(b.leads(), [("ddtree".to_string(), 1)].into());
     }
 
     #[test]
-    fn an_slo_point_gates_against_the_best_config_meeting_it() {
+    fn where_the_answer_names_a_runner_up_a_probe_must_beat_the_second() {
+        let c1 = Point {
+            name: "c1",
+            places: 2,
+            family: None,
+        };
         let mut b = Board::new();
-        b.offer(("c64", "fast"), t(900.0, 10.0), None, Some(false));
+        b.offer(&c1, "ddtree", full(70.0, Some(68.0), None));
+        // One config in full: the next is measured whatever its probe.
+        assert_eq!(
+            b.gate(&c1, "ar", &probe(10.0, SloOutlook::NoSlo)),
+            Gate::Measure
+        );
+        b.offer(&c1, "dflash", full(66.0, Some(65.5), None));
+        match b.gate(&c1, "ar", &probe(41.2, SloOutlook::NoSlo)) {
+            Gate::Lost(l) => assert_eq!(
+                l.reason(),
+                "cannot be first or second: its probe 41.2 vs 65.5 tok/s/GPU of runner-up `dflash` (leader `ddtree`)"
+            ),
+            g => panic!("{g:?}"),
+        }
+    }
+
+    #[test]
+    fn an_slo_point_ranks_the_configs_meeting_it_and_keeps_its_familys_contenders() {
+        let p = Point {
+            name: "c64",
+            places: 1,
+            family: Some("decode"),
+        };
+        let mut b = Board::new();
+        b.offer(&p, "faster", full(950.0, Some(900.0), Some((false, 0.0))));
         // Nothing meets the SLO yet: a probe that may meet it is measured,
         // however slow, since it could be the point's only pick.
         assert_eq!(
-            b.gate("slow", "c64", &probe(300.0, SloOutlook::Unsure)),
+            b.gate(&p, "slow", &probe(300.0, SloOutlook::Unsure)),
             Gate::Measure
         );
-        // One that will miss it too competes on throughput alone.
+        // One that will miss it too competes on its value alone.
         assert!(matches!(
-            b.gate("slow", "c64", &probe(300.0, SloOutlook::Fails)),
+            b.gate(&p, "slow", &probe(300.0, SloOutlook::Fails)),
             Gate::Lost(_)
         ));
-        b.offer(("c64", "ok"), t(500.0, 10.0), None, Some(true));
+        b.offer(&p, "ok", full(500.0, Some(500.0), Some((true, 2.0))));
         assert_eq!(b.leader("c64").unwrap().0, "ok");
-        match b.gate("slow", "c64", &probe(300.0, SloOutlook::Unsure)) {
-            Gate::Lost(l) => assert_eq!(l.leader, "ok"),
+        assert_eq!(b.fastest("c64").unwrap().0, "faster");
+        // Below `ok` here, but only one config meets the SLO in the
+        // family: it could still be the SLO pick's runner-up.
+        assert_eq!(
+            b.gate(&p, "slow", &probe(300.0, SloOutlook::Unsure)),
+            Gate::Measure
+        );
+        // Another point of the family makes `other` the second at 1.5.
+        let c32 = Point { name: "c32", ..p };
+        b.offer(&c32, "other", full(400.0, Some(400.0), Some((true, 1.5))));
+        assert_eq!(b.slo_pick("decode"), Some(("ok", 2.0)));
+        // 300/500 of `ok`'s 2.0 projects to 1.2, below 1.5: lost.
+        match b.gate(&p, "slow", &probe(300.0, SloOutlook::Unsure)) {
+            Gate::Lost(l) => assert!(
+                l.reason().ends_with(
+                    "under the SLO at most about 1.200 good req/s/GPU, below 1.500 of `other`, the family's second"
+                ),
+                "{}",
+                l.reason()
+            ),
             g => panic!("{g:?}"),
         }
-        // Below `fast` but maybe above `ok` and meeting the SLO: measured.
+        // 420 projects to 1.68: it could pass `other` for second place.
         assert_eq!(
-            b.gate("mid", "c64", &probe(520.0, SloOutlook::Unsure)),
+            b.gate(&p, "mid", &probe(420.0, SloOutlook::Unsure)),
             Gate::Measure
         );
     }

@@ -1028,10 +1028,53 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
         ));
     }
     out.push('\n');
+    if let Some(line) = gpu_time(plan) {
+        out.push_str(&line);
+    }
     for u in &plan.unreadable {
         out.push_str(&format!("warning: unreadable stored result {u}\n"));
     }
     out
+}
+
+/// The GPU time of what is left, the grid's beside answer first's: each
+/// server's start-up and cells times the GPUs it holds. Answer first costs
+/// at least every start-up, the likely leader's cells and a probe of every
+/// other server's points, and at most the grid (plus those probes); where
+/// between depends on how close the configs are.
+fn gpu_time(plan: &Plan) -> Option<String> {
+    let groups: Vec<&ServerGroup> = plan.groups.iter().filter(|g| g.needs_launch()).collect();
+    if groups.is_empty() {
+        return None;
+    }
+    let gpus = |g: &ServerGroup| f64::from(g.server.gpus().max(1));
+    let cells_s = |g: &ServerGroup| g.eta_s() - g.startup_eta_s;
+    let grid: f64 = groups.iter().map(|g| g.eta_s() * gpus(g)).sum();
+    let leader = groups
+        .iter()
+        .min_by(|a, b| (cells_s(a) * gpus(a)).total_cmp(&(cells_s(b) * gpus(b))))?;
+    let probes: f64 = groups
+        .iter()
+        .filter(|g| g.server.id != leader.server.id)
+        .flat_map(|g| {
+            g.cells
+                .iter()
+                .filter(|c| c.verdict.runs())
+                .map(move |c| (g, c))
+        })
+        .filter_map(|(g, c)| {
+            let p = crate::goal::probe_point(&c.workload)?;
+            Some(plan.estimator.cell_s(&g.server.id, &p) * gpus(g))
+        })
+        .sum();
+    let startups: f64 = groups.iter().map(|g| g.startup_eta_s * gpus(g)).sum();
+    let floor = startups + cells_s(leader) * gpus(leader) + probes;
+    Some(format!(
+        "GPU time: {} for the grid (start-ups and cells, times the GPUs each server holds); with goal = \"answer\" at least {} (every start-up, the first server's cells, a probe of every other point: {:.0} % of the grid), at most the grid's and its probes\n",
+        fmt_s(grid),
+        fmt_s(floor),
+        100.0 * floor / grid.max(f64::MIN_POSITIVE)
+    ))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use crate::campaign::PromptSource;
 use crate::client::record::RequestRecord;
 use crate::failure::FailureClass;
 use crate::load::schedule::LoadShape;
-use crate::metrics::bootstrap::{median, SplitMix};
+use crate::metrics::bootstrap::median;
 use crate::metrics::stats::decode_tok_s;
 use crate::store::{CellResult, CellStatus};
 use crate::util::units::Slo;
@@ -529,18 +529,21 @@ pub(super) fn point_name(c: &CellResult) -> String {
 }
 
 pub(super) fn family_of(c: &CellResult) -> String {
-    let input = match c.workload.source {
-        PromptSource::Synthetic => format!("in{}", c.workload.input_len),
+    family_of_point(&c.workload)
+}
+
+/// The workload family of a point: its workload, prompts and output
+/// length, every load of them; the SLO picks rank within one.
+pub fn family_of_point(w: &crate::campaign::WorkloadPoint) -> String {
+    let input = match w.source {
+        PromptSource::Synthetic => format!("in{}", w.input_len),
         PromptSource::PromptKinds { .. } => "kinds".into(),
         PromptSource::Dataset { .. } => "dataset".into(),
         PromptSource::Checks { .. } => "checks".into(),
         PromptSource::Scenario { .. } => "sessions".into(),
-        PromptSource::Trace { .. } => return format!("{}-trace", c.workload.workload),
+        PromptSource::Trace { .. } => return format!("{}-trace", w.workload),
     };
-    format!(
-        "{}-{input}-out{}",
-        c.workload.workload, c.workload.output_len
-    )
+    format!("{}-{input}-out{}", w.workload, w.output_len)
 }
 
 pub(super) fn concurrency_of(l: &LoadShape) -> Option<u32> {
@@ -682,7 +685,6 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         })
         .collect();
     let points = point_rows(&cells, &rows);
-    let mut rng = SplitMix::new(opts.seed);
     let kinds = kind_rows(&cells, baseline.as_deref());
     // A level that did not run at its concurrency is shown in the tables,
     // but never drawn or ranked as that level.
@@ -700,7 +702,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
     let gpu_points = gpu_points(&drawn);
     let (slo_picks, slo_misses) = slo_picks(
         &rankable,
-        &mut rng,
+        opts.seed,
         opts.include_crashed,
         baseline.as_deref(),
     );
@@ -711,7 +713,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         // fails, as a degenerate one does.
         &cells,
     );
-    let stream_picks = stream_picks(&cells, &mut rng, opts.include_crashed, baseline.as_deref());
+    let stream_picks = stream_picks(&cells, opts.seed, opts.include_crashed, baseline.as_deref());
     let problems = problems(&cells);
     let turns = turn_rows(&cells);
     let mut charts = charts(

@@ -124,6 +124,21 @@ pub struct StreamPick {
     pub baseline: Option<Ranked>,
 }
 
+/// The generator of one candidate's interval: the report's seed mixed with
+/// what the candidate is, so its interval is the same whatever else the
+/// results hold (a run that measured part of a campaign and the whole
+/// campaign give the same answer over the same cells).
+fn rng_for(seed: u64, key: &[&str]) -> SplitMix {
+    // FNV-1a over the key's parts, each ended by a separator.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in key {
+        for b in part.bytes().chain([0xff]) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    SplitMix::new(crate::util::rng::derive_seed(seed, h))
+}
+
 /// Whether two entries' intervals overlap: their order is within the noise.
 pub(super) fn overlaps(a: &Ranked, b: &Ranked) -> bool {
     a.low <= b.high && b.low <= a.high
@@ -237,7 +252,7 @@ fn left_out(
 /// attainment; and the SLOs no point met.
 pub(super) fn slo_picks(
     cells: &[&CellResult],
-    rng: &mut SplitMix,
+    seed: u64,
     include_crashed: bool,
     baseline: Option<&str>,
 ) -> (Vec<SloPick>, Vec<SloMiss>) {
@@ -279,7 +294,10 @@ pub(super) fn slo_picks(
         let mut ranked: Vec<(Ranked, f64, bool)> = cands
             .iter()
             .filter(|((_, server, _), _)| !excluded.iter().any(|e| &e.server_id == server))
-            .map(|((_, server, load), reps)| ranked_point(server, load, reps, rng))
+            .map(|((_, server, load), reps)| {
+                let mut rng = rng_for(seed, &[&slo, &family, server, load]);
+                ranked_point(server, load, reps, &mut rng)
+            })
             .collect();
         ranked.sort_by(|a, b| b.0.value.total_cmp(&a.0.value));
         // A point meets the SLO only when enough of its requests do.
@@ -415,7 +433,7 @@ fn caveat(cells: &[&CellResult], server: &str) -> Option<String> {
 /// The fastest single-stream config per prompt kind.
 pub(super) fn stream_picks(
     cells: &[&CellResult],
-    rng: &mut SplitMix,
+    seed: u64,
     include_crashed: bool,
     baseline: Option<&str>,
 ) -> Vec<StreamPick> {
@@ -440,7 +458,7 @@ pub(super) fn stream_picks(
     }
     let mut by_kind: BTreeMap<String, Vec<(Ranked, usize)>> = BTreeMap::new();
     for ((kind, _, server), v) in &groups {
-        let (low, high) = bootstrap(v, rng, median);
+        let (low, high) = bootstrap(v, &mut rng_for(seed, &["c1", kind, server]), median);
         by_kind.entry(kind.clone()).or_default().push((
             Ranked {
                 server_id: server.clone(),

@@ -121,6 +121,26 @@ pub enum Event {
         /// Why not.
         why: String,
     },
+    /// A cell's point was probed (`goal = "answer"`): measured in full
+    /// next, or not measured because the probe cannot beat the leader.
+    CellProbed {
+        /// Server config id.
+        server: String,
+        /// Cell name.
+        cell: String,
+        /// The probe's value: output throughput per GPU, or decode speed at
+        /// one stream.
+        value: f64,
+        /// Its unit.
+        unit: String,
+        /// Why it is not measured in full, when it is not.
+        not_measured: Option<String>,
+    },
+    /// The answer so far, after a server's cells (`goal = "answer"`).
+    AnswerSoFar {
+        /// The line.
+        message: String,
+    },
     /// A measured cell was judged.
     CellJudged(Box<Judged>),
     /// A cell's result was written to the store.
@@ -265,6 +285,19 @@ impl Event {
             Event::CellNotNeeded { server, cell, why } => {
                 format!("   [{server}] {cell}: not needed: {why}")
             }
+            Event::CellProbed {
+                server,
+                cell,
+                value,
+                unit,
+                not_measured,
+            } => match not_measured {
+                Some(why) => format!("   [{server}] {cell}: not measured: {why}"),
+                None => format!(
+                    "   [{server}] {cell}: probe {value:.1} {unit}; may place, measuring in full"
+                ),
+            },
+            Event::AnswerSoFar { message } => message.clone(),
             Event::CellJudged(j) => {
                 let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.1}"));
                 format!(

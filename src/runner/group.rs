@@ -59,6 +59,16 @@ enum Served {
     Cancelled,
 }
 
+/// Whether a cell is measured in full under `goal = "answer"`.
+enum Gated {
+    /// Measure it, with its probe's summary when one ran.
+    Measure(Option<Box<LevelSummary>>),
+    /// Its probe cannot beat the leader: leave it.
+    NotMeasured,
+    /// The run was cancelled during the probe.
+    Cancelled,
+}
+
 /// A cell's load and what was read around it.
 struct Measurement {
     /// The prefix-cache reset before the load, when the campaign asks for one.
@@ -279,6 +289,16 @@ impl<'a> GroupRun<'a> {
                 *next += 1;
                 continue;
             }
+            let probe = match self.gate(running, &cell).await? {
+                Gated::Measure(probe) => probe,
+                Gated::NotMeasured => {
+                    let id = &self.g.server.id;
+                    self.slot.eta.finished(id, &cell.name, 0.0, None);
+                    *next += 1;
+                    continue;
+                }
+                Gated::Cancelled => return Ok(Served::Cancelled),
+            };
             let started = std::time::Instant::now();
             let mut r = base_result(self.c, self.g, &cell);
             r.server_run = Some(running.run.clone());
@@ -328,6 +348,9 @@ impl<'a> GroupRun<'a> {
                 left_s: self.slot.eta.left_s(None),
             });
             self.store_measured(&r)?;
+            if let Some(a) = self.slot.answer {
+                a.offer(self.g, &cell, &r, probe.as_deref());
+            }
             if failed {
                 self.out.failed += 1;
                 if self.opts.fail_fast {
@@ -336,6 +359,74 @@ impl<'a> GroupRun<'a> {
             }
         }
         Ok(Served::Done)
+    }
+
+    /// Under `goal = "answer"`, whether `cell` is measured in full: its
+    /// probe (stored, or measured now) against the point's leader. A probe
+    /// that fails or finds the server gone leaves the full cell to measure,
+    /// which records the failure as any cell does.
+    async fn gate(&mut self, running: &mut Running, cell: &PlannedCell) -> anyhow::Result<Gated> {
+        let Some(a) = self.slot.answer else {
+            return Ok(Gated::Measure(None));
+        };
+        let server = self.g.server.id.clone();
+        let probed = |value: f64, unit: &str, not_measured: Option<String>| Event::CellProbed {
+            server: server.clone(),
+            cell: cell.name.clone(),
+            value,
+            unit: unit.to_string(),
+            not_measured,
+        };
+        if let Some(lost) = a.lost_before(&server, cell) {
+            self.slot
+                .events
+                .emit(probed(lost.probe, &lost.unit, Some(lost.reason())));
+            a.record(crate::goal::Lost {
+                point: cell.name.clone(),
+                ..lost
+            })?;
+            return Ok(Gated::NotMeasured);
+        }
+        let Some(probe_cell) = super::answer::probe_cell(self.c, self.g, cell) else {
+            return Ok(Gated::Measure(None));
+        };
+        let summary = match a.stored(&server, &probe_cell) {
+            Some(s) => s,
+            None => {
+                let m = self.measure(running, &probe_cell).await;
+                if self.cancel.is_cancelled() {
+                    return Ok(Gated::Cancelled);
+                }
+                let log_text = running
+                    .local
+                    .as_ref()
+                    .map(|s| s.log_tail(20_000))
+                    .unwrap_or_default();
+                let mut r = base_result(self.c, self.g, &probe_cell);
+                r.server_run = Some(running.run.clone());
+                r.finished_at = now_rfc3339();
+                self.judge(&mut r, m, &log_text);
+                a.probes().write(&r)?;
+                match r.summary.filter(|_| r.status.is_usable()) {
+                    Some(s) => s,
+                    None => return Ok(Gated::Measure(None)),
+                }
+            }
+        };
+        let gate = a.gate(self.g, cell, &summary)?;
+        let (value, unit) = super::answer::value_of(&cell.workload, &summary, self.g.server.gpus());
+        Ok(match gate {
+            crate::goal::Gate::Lost(lost) => {
+                self.slot
+                    .events
+                    .emit(probed(value.per_gpu, unit, Some(lost.reason())));
+                Gated::NotMeasured
+            }
+            crate::goal::Gate::Measure => {
+                self.slot.events.emit(probed(value.per_gpu, unit, None));
+                Gated::Measure(Some(Box::new(summary)))
+            }
+        })
     }
 
     /// Why `cell` need not run: enough stored repetitions of its point agree.

@@ -8,6 +8,7 @@
 //! its remaining cells `not_run` (or restarts once, if asked). A killed run
 //! loses at most the cell in flight; the next run resumes from the store.
 
+pub mod answer;
 pub mod eta;
 pub mod events;
 mod group;
@@ -55,6 +56,8 @@ pub struct RunOptions {
     pub local: bool,
     /// Arguments each Slurm job's `servebench run` gets besides its server filter.
     pub job_args: Vec<String>,
+    /// What to measure: every cell, or only what can change the answer.
+    pub goal: crate::campaign::Goal,
 }
 
 /// What a run did.
@@ -178,7 +181,16 @@ pub async fn run_campaign(
             }
         }
     }
-    if matches!(c.launcher, Launcher::Slurm(_)) && !opts.local {
+    let slurm = matches!(c.launcher, Launcher::Slurm(_)) && !opts.local;
+    let answer_first = opts.goal == crate::campaign::Goal::Answer;
+    if slurm && answer_first {
+        // Each Slurm job runs its servers on its own; the probes of one
+        // could not be gated against what another measured.
+        anyhow::bail!(
+            "goal = \"answer\" runs servers one after another here, each gated by what the ones before it measured; a Slurm campaign runs every server in its own job: run it with --goal grid, or with --local inside one allocation"
+        );
+    }
+    if slurm {
         slurm::submit(
             c,
             &plan,
@@ -190,7 +202,22 @@ pub async fn run_campaign(
         )
         .await?;
     } else {
-        let groups: Vec<&ServerGroup> = plan.groups.iter().filter(|g| g.needs_launch()).collect();
+        let mut groups: Vec<&ServerGroup> =
+            plan.groups.iter().filter(|g| g.needs_launch()).collect();
+        let answer = answer_first.then(|| answer::AnswerFirst::new(c, &plan.groups, &store));
+        if answer.is_some() {
+            answer::order(&mut groups, &plan.estimator);
+            let ids: Vec<String> = groups
+                .iter()
+                .map(|g| format!("`{}`", g.server.id))
+                .collect();
+            events.emit(Event::Note {
+                message: format!(
+                    "answer first: servers in the order they are expected to lead: {}",
+                    ids.join(", ")
+                ),
+            });
+        }
         let live = eta::LiveEta::new(
             plan.estimator.clone(),
             &groups,
@@ -205,7 +232,7 @@ pub async fn run_campaign(
             &cancel,
             opts,
             &mut out,
-            (&live, &leaders, events),
+            (&live, &leaders, events, answer.as_ref()),
         )
         .await?;
     }

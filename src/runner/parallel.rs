@@ -38,6 +38,8 @@ pub struct Slot<'a> {
     pub leaders: &'a super::search::Leaders,
     /// Where the group tells what happens.
     pub events: &'a super::events::Events,
+    /// The answer-first board, under `goal = "answer"`.
+    pub answer: Option<&'a super::answer::AnswerFirst>,
 }
 
 /// Measurement windows of cells, to tell which ran at the same time.
@@ -84,10 +86,11 @@ pub async fn run_groups(
     cancel: &CancellationToken,
     opts: &RunOptions,
     out: &mut RunOutcome,
-    (eta, leaders, events): (
+    (eta, leaders, events, answer): (
         &super::eta::LiveEta,
         &super::search::Leaders,
         &super::events::Events,
+        Option<&super::answer::AnswerFirst>,
     ),
 ) -> anyhow::Result<()> {
     use super::events::Event;
@@ -111,6 +114,7 @@ pub async fn run_groups(
     let tracker = Tracker::default();
     let mut running = FuturesUnordered::new();
     let mut next = 0;
+    let mut done = 0;
     let mut stop = false;
     loop {
         while !stop && !cancel.is_cancelled() && next < groups.len() && running.len() < width {
@@ -133,17 +137,24 @@ pub async fn run_groups(
                     eta,
                     leaders,
                     events,
+                    answer,
                 };
                 let mut group = GroupRun::new(c, g, store, (cancel, opts), &slot);
                 let end = group.run().await;
                 let stop = end.map(|e| e.stops_campaign(opts.fail_fast));
-                (gpus, group.out, stop)
+                (gpus, group.out, stop, &g.server.id)
             });
         }
-        let Some((gpus, mine, r)) = running.next().await else {
+        let Some((gpus, mine, r, server)) = running.next().await else {
             break;
         };
         pool.release(&gpus);
+        done += 1;
+        if let Some(a) = answer {
+            events.emit(Event::AnswerSoFar {
+                message: a.so_far(server, done, groups.len()),
+            });
+        }
         out.launches += mine.launches;
         out.measured += mine.measured;
         out.failed += mine.failed;

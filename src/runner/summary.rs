@@ -188,6 +188,13 @@ fn rests_on(c: &Campaign, cells: &[CellResult], why: &str) -> Option<String> {
         .iter()
         .map(|r| (r.server_id.as_str(), r.identity.as_str()))
         .collect();
+    // Cells a probe kept from being measured (`goal = "answer"`) say why.
+    let lost: BTreeMap<(String, String), crate::goal::Lost> =
+        super::answer::read_ledger(&c.results_dir)
+            .into_iter()
+            .map(|l| ((l.server.clone(), l.point.clone()), l))
+            .collect();
+    let mut cannot_win: Vec<String> = Vec::new();
     let mut missing: Vec<String> = Vec::new();
     let (mut total, mut absent) = (0, 0);
     let points = c.workloads.iter().filter(|w| w.repetition == 0).count();
@@ -198,8 +205,12 @@ fn rests_on(c: &Campaign, cells: &[CellResult], why: &str) -> Option<String> {
         for w in c.workloads.iter().filter(|w| w.repetition == 0) {
             total += 1;
             let id = crate::store::identity::cell_identity(c, s, w);
-            if !stored.contains(&(s.id.as_str(), id.as_str())) {
-                names.push(w.cell_name());
+            if stored.contains(&(s.id.as_str(), id.as_str())) {
+                continue;
+            }
+            match lost.get(&(s.id.clone(), w.cell_name())) {
+                Some(l) => cannot_win.push(l.to_string()),
+                None => names.push(w.cell_name()),
             }
         }
         absent += names.len();
@@ -217,13 +228,41 @@ fn rests_on(c: &Campaign, cells: &[CellResult], why: &str) -> Option<String> {
             )),
         }
     }
+    absent += cannot_win.len();
     (absent > 0).then(|| {
+        let mut parts = Vec::new();
+        if !cannot_win.is_empty() {
+            parts.push(not_winning(&c.results_dir, &cannot_win));
+        }
+        if !missing.is_empty() {
+            parts.push(format!("not measured ({why}): {}", missing.join("; ")));
+        }
         format!(
-            "this answer rests on {} of the campaign's {total} points; not measured ({why}): {}",
+            "this answer rests on {} of the campaign's {total} points; {}",
             total - absent,
-            missing.join("; ")
+            parts.join("; ")
         )
     })
+}
+
+/// Lost points named before the rest are counted.
+const LOST_NAMED: usize = 8;
+
+/// The points a probe showed cannot win, named up to [`LOST_NAMED`].
+fn not_winning(results_dir: &std::path::Path, lost: &[String]) -> String {
+    let ledger = results_dir
+        .join(super::answer::DIR)
+        .join(super::answer::LEDGER);
+    let named = lost.len().min(LOST_NAMED);
+    let more = match lost.len() - named {
+        0 => String::new(),
+        n => format!(", and {n} more in {}", ledger.display()),
+    };
+    format!(
+        "{} not measured in full, their probes cannot beat the leader (goal = \"answer\"; a run with --goal grid measures them): {}{more}",
+        lost.len(),
+        lost[..named].join("; ")
+    )
 }
 
 /// Every cell's row, with speedups over the baseline.

@@ -163,6 +163,9 @@ pub struct RunSettings {
     pub reset_prefix_cache: bool,
     /// Write the report files at the end of `run`.
     pub report: bool,
+    /// What `run` measures.
+    #[serde(default)]
+    pub goal: super::Goal,
 }
 
 /// A validated campaign.
@@ -593,6 +596,7 @@ fn run_settings(
         },
         retry_after_crash: raw.run.retry_after_crash.unwrap_or(false),
         stop_losers: raw.run.stop_losers.unwrap_or(false),
+        goal: raw.run.goal.as_ref().map(|g| *g.get_ref()).unwrap_or_default(),
         reset_prefix_cache: match &raw.run.reset_prefix_cache {
             Some(r) if *r.get_ref() && kind.prefix_cache_reset().is_none() => {
                 return Err(src.error(
