@@ -456,3 +456,122 @@ request_timeout = "120s"
         "{facts}"
     );
 }
+
+/// The answer block of a run's output, without the line saying what it
+/// rests on.
+fn answer_block(stdout: &str) -> Vec<String> {
+    let start = stdout.find("Answer\n").expect(stdout);
+    stdout[start..]
+        .lines()
+        .filter(|l| !l.contains("this answer rests on"))
+        .take_while(|l| !l.starts_with("full report"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn real_llamacpp_campaign_answer_first_then_the_grid_gives_the_same_answer() {
+    let _turn = real_engine_turn();
+    let gguf = std::env::var("SERVEBENCH_TEST_GGUF").expect("run through scripts/test.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let head = real_llamacpp_head("answer", &["--metrics"], 2048)
+        .replace("max_running_requests = 1", "max_running_requests = 2");
+    // Three configs, two workloads: one stream and two, prompt kinds and
+    // synthetic prompts.
+    let text = format!(
+        r#"{head}
+[[server]]
+id = "ar"
+[[server]]
+id = "ngram"
+speculative = {{ method = "ngram", llamacpp_type = "ngram-simple" }}
+[[server]]
+id = "draft"
+speculative = {{ method = "draft-model", draft_model = "{gguf}", num_draft_tokens = 4 }}
+[[workload]]
+name = "kinds"
+api = "chat"
+prompt_kinds = ["quicksort", "arithmetic", "json-extraction", "haiku"]
+output_len = 24
+concurrency = [1, 2]
+num_requests = 8
+[[workload]]
+name = "short"
+input_len = 64
+output_len = 16
+concurrency = 2
+num_requests = 8
+[run]
+baseline = "ar"
+health_timeout = "60s"
+grace_period = "3s"
+goal = "answer"
+"#
+    );
+    let campaign = write_campaign(dir.path(), &text);
+    let file = campaign.to_str().unwrap();
+    let (code, out, err) = run(&["run", file]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("answer first: servers in the order"), "{err}");
+    let results = dir.path().join("results/answer");
+    let first = cells(&results);
+    // Every point of every server was probed, and a probe is stored apart.
+    for id in ["ar", "ngram", "draft"] {
+        for point in [
+            "kinds-kinds-out24-c1",
+            "kinds-kinds-out24-c2",
+            "short-in64-out16-c2",
+        ] {
+            assert!(
+                results
+                    .join(format!("goal/cells/{id}/{point}.json"))
+                    .is_file(),
+                "{id}/{point} has no probe"
+            );
+        }
+    }
+    let ledger: Vec<serde_json::Value> = std::fs::read(results.join("goal/not-measured.json"))
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap_or_default();
+    assert_eq!(
+        first.len() + ledger.len(),
+        9,
+        "{:?} {ledger:?}",
+        first.keys()
+    );
+    for l in &ledger {
+        // A point is left only to configs measured in full there.
+        let leader = format!(
+            "{}/{}",
+            l["leader"].as_str().unwrap(),
+            l["point"].as_str().unwrap()
+        );
+        assert!(
+            first.contains_key(&leader),
+            "{l} left to {leader}, not measured"
+        );
+        assert!(
+            out.contains(&format!(
+                "`{}` at {}",
+                l["server"].as_str().unwrap(),
+                l["point"].as_str().unwrap()
+            )),
+            "{out}"
+        );
+    }
+    let goal_answer = answer_block(&out);
+
+    // The grid: only what was left is measured, and the answer is the same.
+    let (code, out, err) = run(&["run", file, "--goal", "grid"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let all = cells(&results);
+    assert_eq!(all.len(), 9);
+    for (k, v) in &first {
+        assert_eq!(
+            all[k]["finished_at"], v["finished_at"],
+            "{k} was measured again"
+        );
+    }
+    assert!(!out.contains("this answer rests on"), "{out}");
+    assert_eq!(answer_block(&out), goal_answer, "{out}");
+}
