@@ -6,7 +6,7 @@ use crate::common::*;
 
 /// Three servers: `fast`, `mid` at half its decode speed, `slow` at a
 /// tenth; one workload at concurrency 1 and 4.
-fn three_speeds() -> String {
+pub fn three_speeds() -> String {
     sim_campaign(
         "answer-first",
         &[
@@ -37,14 +37,14 @@ health_timeout = "30s"
 "#
 }
 
-/// The answer block of a run's output, without the line saying what it
-/// rests on.
+/// The answer block of a run's output, without what it rests on and what
+/// was not measured.
 fn answer(stdout: &str) -> Vec<String> {
     let start = stdout.find("Answer\n").expect(stdout);
     stdout[start..]
         .lines()
         .filter(|l| !l.contains("this answer rests on"))
-        .take_while(|l| !l.starts_with("full report"))
+        .take_while(|l| !l.starts_with("full report") && !l.contains("not measured in full"))
         .map(str::to_string)
         .collect()
 }
@@ -108,6 +108,14 @@ fn answer_first_names_what_it_left_and_a_grid_run_measures_only_that_with_the_sa
         "{out}"
     );
 
+    // plan names them too, each with its reason.
+    let (code, plan, err) = run(&["plan", file]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        plan.lines().any(|l| l.contains("w-in64-out128-c4")
+            && l.contains("run (left by goal = \"answer\": cannot win: its probe")),
+        "{plan}"
+    );
     // A run without the goal measures exactly the cells left, reusing the rest.
     let (code, out, err) = run(&["run", file]);
     assert_eq!(code, 0, "{out}\n{err}");

@@ -310,6 +310,7 @@ pub fn fixture() -> ResultSet {
         }),
         cells,
         unreadable: vec![],
+        not_measured: vec![],
     }
 }
 

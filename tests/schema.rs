@@ -281,3 +281,44 @@ fn trace_replay_cells_and_report_validate() {
         serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
     assert_eq!(errors(&report_v, &report), Vec::<String>::new());
 }
+
+/// A run with `goal = "answer"` writes the cells its probes left into
+/// report.json, and the schema holds each one to its fields.
+#[test]
+fn a_report_of_an_answer_first_run_lists_what_was_not_measured_and_validates() {
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = crate::common::write_campaign(dir.path(), crate::answer_first::three_speeds());
+    let (code, out, err) = run(&["run", campaign.to_str().unwrap(), "--goal", "answer"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let root = dir.path().join("results/answer-first");
+    let report_v = validator("servebench/report.schema.json");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    assert_eq!(errors(&report_v, &report), Vec::<String>::new());
+    let left = report["not_measured"].as_array().unwrap();
+    assert!(left.iter().any(|l| l["server"] == "slow"), "{left:?}");
+    rejects(
+        &report_v,
+        &report,
+        "a left cell without its reason's numbers",
+        |r| {
+            r["not_measured"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("against");
+        },
+    );
+    rejects(&report_v, &report, "an unknown field in a left cell", |r| {
+        r["not_measured"][0]["guess"] = 1.into();
+    });
+    // The page says the same.
+    let md = std::fs::read_to_string(root.join("report.md")).unwrap();
+    assert!(
+        md.contains("not measured in full (goal = \"answer\")"),
+        "{md}"
+    );
+    assert!(
+        md.contains("`slow` at w-in64-out128-c4: cannot win"),
+        "{md}"
+    );
+}

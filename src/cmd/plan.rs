@@ -35,6 +35,7 @@ pub fn plan_options(
         cpu: (servers_run_here(c, local) && plan::eta::uses_cpu_priors(c))
             .then(|| plan::eta::CpuSpeed::from_probe(cpuprobe::int8_dot_bytes_per_s())),
         parallel: 1,
+        not_measured: crate::store::Store::new(&c.results_dir).not_measured(),
     })
 }
 

@@ -94,6 +94,9 @@ pub struct PlannedCell {
     pub eta_s: f64,
     /// Warnings (e.g. requests will queue for KV space).
     pub warnings: Vec<String>,
+    /// Why an earlier run with `goal = "answer"` left it unmeasured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left: Option<String>,
 }
 
 /// One SLO search of one server config: what is stored and what is left.
@@ -251,6 +254,8 @@ pub struct PlanOptions {
     pub cpu: Option<eta::CpuSpeed>,
     /// Server configs run side by side (`run --parallel N`; 0 counts as 1).
     pub parallel: usize,
+    /// Cells an earlier run with `goal = "answer"` left, with why.
+    pub not_measured: Vec<crate::goal::Lost>,
 }
 
 /// The plan's totals: what runs and how long it takes.
@@ -385,6 +390,12 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                     v => v,
                 },
             };
+            let left = opts
+                .not_measured
+                .iter()
+                .find(|l| l.server == s.id && l.point == name)
+                .filter(|_| verdict.runs())
+                .map(|l| l.reason());
             cells.push(PlannedCell {
                 eta_s: 0.0,
                 name,
@@ -392,6 +403,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 workload: w.clone(),
                 verdict,
                 warnings,
+                left,
             });
         }
         // A server that crashed on the last run would crash again where it
@@ -978,6 +990,9 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
             .map(|c| {
                 *counts.entry(c.verdict.kind()).or_default() += 1;
                 let mut verdict = c.verdict.label();
+                if let Some(why) = &c.left {
+                    verdict.push_str(&format!(" (left by goal = \"answer\": {why})"));
+                }
                 if !c.warnings.is_empty() {
                     verdict.push_str(&format!(" (warning: {})", c.warnings.join("; ")));
                 }
@@ -1050,12 +1065,18 @@ fn gpu_time(plan: &Plan) -> Option<String> {
     let gpus = |g: &ServerGroup| f64::from(g.server.gpus().max(1));
     let cells_s = |g: &ServerGroup| g.eta_s() - g.startup_eta_s;
     let grid: f64 = groups.iter().map(|g| g.eta_s() * gpus(g)).sum();
+    // With stored cells to gate against, even the first server probes.
+    let stored = plan
+        .groups
+        .iter()
+        .any(|g| g.cells.iter().any(|c| c.verdict == Verdict::Cached));
     let leader = groups
         .iter()
-        .min_by(|a, b| (cells_s(a) * gpus(a)).total_cmp(&(cells_s(b) * gpus(b))))?;
+        .min_by(|a, b| (cells_s(a) * gpus(a)).total_cmp(&(cells_s(b) * gpus(b))))
+        .filter(|_| !stored);
     let probes: f64 = groups
         .iter()
-        .filter(|g| g.server.id != leader.server.id)
+        .filter(|g| leader.is_none_or(|l| g.server.id != l.server.id))
         .flat_map(|g| {
             g.cells
                 .iter()
@@ -1068,9 +1089,9 @@ fn gpu_time(plan: &Plan) -> Option<String> {
         })
         .sum();
     let startups: f64 = groups.iter().map(|g| g.startup_eta_s * gpus(g)).sum();
-    let floor = startups + cells_s(leader) * gpus(leader) + probes;
+    let floor = startups + leader.map_or(0.0, |l| cells_s(l) * gpus(l)) + probes;
     Some(format!(
-        "GPU time: {} for the grid (start-ups and cells, times the GPUs each server holds); with goal = \"answer\" at least {} (every start-up, the first server's cells, a probe of every other point: {:.0} % of the grid), at most the grid's and its probes\n",
+        "GPU time: {} for the grid (start-ups and cells, times the GPUs each server holds); with goal = \"answer\" at least {} (every start-up, the first server's cells unless stored cells lead, a probe of every other point: {:.0} % of the grid), at most the grid's and its probes\n",
         fmt_s(grid),
         fmt_s(floor),
         100.0 * floor / grid.max(f64::MIN_POSITIVE)

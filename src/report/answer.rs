@@ -75,6 +75,7 @@ pub fn lines(r: &Report) -> Vec<String> {
             "nothing to recommend: no declared SLO met and no concurrency-1 measurement".into(),
         );
     }
+    out.extend(super::table::not_measured_lines(r));
     let not_ranked: BTreeMap<&str, ()> = r
         .slo_picks
         .iter()

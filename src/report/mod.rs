@@ -47,6 +47,8 @@ pub struct ResultSet {
     pub cells: Vec<CellResult>,
     /// Files that could not be read (path relative to the directory, reason).
     pub unreadable: Vec<(String, String)>,
+    /// Cells a probe left unmeasured (`goal = "answer"`).
+    pub not_measured: Vec<crate::goal::Lost>,
 }
 
 /// Read a campaign's results directory (the one holding `cells/`).
@@ -58,7 +60,9 @@ pub fn load(dir: &Path) -> anyhow::Result<ResultSet> {
         );
     }
     let meta = crate::store::meta::read(dir)?;
-    let (cells, bad) = Store::new(dir).load_all();
+    let store = Store::new(dir);
+    let (cells, bad) = store.load_all();
+    let not_measured = store.not_measured();
     Ok(ResultSet {
         dir_name: dir
             .file_name()
@@ -73,6 +77,7 @@ pub fn load(dir: &Path) -> anyhow::Result<ResultSet> {
                 (rel, e)
             })
             .collect(),
+        not_measured,
     })
 }
 

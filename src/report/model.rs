@@ -464,6 +464,10 @@ pub struct Report {
     pub slo_misses: Vec<SloMiss>,
     /// Fastest single-stream config per prompt kind.
     pub stream_picks: Vec<StreamPick>,
+    /// Cells a probe left unmeasured (`goal = "answer"`), with why they
+    /// could not change the answer; those stored since are not listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_measured: Vec<crate::goal::Lost>,
     /// Cells without a usable measurement, with their reason.
     pub problems: Vec<Problem>,
     /// The same, grouped by (server, status, class).
@@ -757,6 +761,16 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         stream_picks,
         searches,
         search_picks,
+        not_measured: set
+            .not_measured
+            .iter()
+            .filter(|l| {
+                !set.cells
+                    .iter()
+                    .any(|c| c.server_id == l.server && c.cell_name == l.point)
+            })
+            .cloned()
+            .collect(),
         problem_groups: group_problems(&problems),
         problems,
         turns,

@@ -181,6 +181,7 @@ pub fn recommendation_lines(r: &Report) -> Vec<String> {
                 .into(),
         );
     }
+    out.extend(not_measured_lines(r));
     out
 }
 
@@ -278,6 +279,31 @@ pub fn one_line(s: &str, max: usize) -> String {
     } else {
         first.to_string()
     }
+}
+
+/// Cells named one by one before the rest are counted.
+const NOT_MEASURED_NAMED: usize = 8;
+
+/// The cells a probe left unmeasured, each with why it could not change
+/// the answer (the first few, then how many more).
+pub fn not_measured_lines(r: &Report) -> Vec<String> {
+    let n = r.not_measured.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut out = vec![format!(
+        "not measured in full (goal = \"answer\"): {n} cells whose probes could not place; a run with --goal grid measures them"
+    )];
+    for l in r.not_measured.iter().take(NOT_MEASURED_NAMED) {
+        out.push(format!("  {l}"));
+    }
+    if n > NOT_MEASURED_NAMED {
+        out.push(format!(
+            "  and {} more (report.json lists every one)",
+            n - NOT_MEASURED_NAMED
+        ));
+    }
+    out
 }
 
 /// The winner's own problems and the configs left out, after a pick's line.

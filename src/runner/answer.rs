@@ -9,7 +9,7 @@
 //! measures exactly those cells, reusing every cell already stored.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use crate::campaign::{Campaign, WorkloadPoint};
@@ -21,19 +21,6 @@ use crate::search::{Throughput, INTERVAL_SEED};
 use crate::store::identity::cell_identity;
 use crate::store::{CellResult, Store};
 use crate::util::units::DEFAULT_ATTAINMENT;
-
-/// The folder under the results directory that holds probes and the ledger.
-pub const DIR: &str = "goal";
-/// The ledger of cells a probe kept from being measured.
-pub const LEDGER: &str = "not-measured.json";
-
-/// The cells a probe kept from being measured, as stored.
-pub fn read_ledger(results_dir: &Path) -> Vec<Lost> {
-    std::fs::read(results_dir.join(DIR).join(LEDGER))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default()
-}
 
 /// Answer first across the run's server groups.
 pub struct AnswerFirst {
@@ -48,7 +35,7 @@ impl AnswerFirst {
     /// campaign, with its stored probe. The ledger keeps what earlier runs
     /// left unmeasured and is still not stored.
     pub fn new(c: &Campaign, groups: &[ServerGroup], store: &Store) -> Self {
-        let probes = Store::new(store.root().join(DIR));
+        let probes = Store::new(store.goal_dir());
         let mut board = Board::new();
         let mut stored = std::collections::HashSet::new();
         for g in groups {
@@ -71,8 +58,9 @@ impl AnswerFirst {
                 );
             }
         }
-        let path = probes.root().join(LEDGER);
-        let ledger = read_ledger(store.root())
+        let path = probes.root().join(crate::store::NOT_MEASURED);
+        let ledger = store
+            .not_measured()
             .into_iter()
             .filter(|l| !stored.contains(&(l.server.clone(), l.point.clone())))
             .map(|l| ((l.server.clone(), l.point.clone()), l))
@@ -253,6 +241,7 @@ pub fn probe_cell(c: &Campaign, g: &ServerGroup, cell: &PlannedCell) -> Option<P
         verdict: Verdict::Run,
         eta_s: 0.0,
         warnings: Vec::new(),
+        left: None,
     })
 }
 

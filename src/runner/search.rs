@@ -203,6 +203,7 @@ impl<'a> GroupSearches<'a> {
                         workload: w,
                         verdict: Verdict::Run,
                         warnings: Vec::new(),
+                        left: None,
                     };
                     return Some((cell, expected));
                 }

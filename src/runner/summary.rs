@@ -59,6 +59,7 @@ pub fn current_cells(c: &Campaign, all: &[CellResult]) -> Vec<CellResult> {
 pub fn load_results(c: &Campaign, store: &Store) -> ResultSet {
     let (cells, bad) = store.load_all();
     ResultSet {
+        not_measured: store.not_measured(),
         dir_name: c
             .results_dir
             .file_name()
@@ -127,6 +128,7 @@ pub fn report_of(c: &Campaign, cells: &[CellResult]) -> Report {
         meta: Some(CampaignMeta::from_campaign(c)),
         cells: cells.to_vec(),
         unreadable: Vec::new(),
+        not_measured: crate::store::Store::new(&c.results_dir).not_measured(),
     };
     report::build(
         &set,
@@ -188,13 +190,14 @@ fn rests_on(c: &Campaign, cells: &[CellResult], why: &str) -> Option<String> {
         .iter()
         .map(|r| (r.server_id.as_str(), r.identity.as_str()))
         .collect();
-    // Cells a probe kept from being measured (`goal = "answer"`) say why.
-    let lost: BTreeMap<(String, String), crate::goal::Lost> =
-        super::answer::read_ledger(&c.results_dir)
-            .into_iter()
-            .map(|l| ((l.server.clone(), l.point.clone()), l))
-            .collect();
-    let mut cannot_win: Vec<String> = Vec::new();
+    // Cells a probe kept from being measured (`goal = "answer"`): the
+    // answer names each with its reason.
+    let lost: HashSet<(String, String)> = crate::store::Store::new(&c.results_dir)
+        .not_measured()
+        .into_iter()
+        .map(|l| (l.server, l.point))
+        .collect();
+    let mut left = 0;
     let mut missing: Vec<String> = Vec::new();
     let (mut total, mut absent) = (0, 0);
     let points = c.workloads.iter().filter(|w| w.repetition == 0).count();
@@ -208,9 +211,10 @@ fn rests_on(c: &Campaign, cells: &[CellResult], why: &str) -> Option<String> {
             if stored.contains(&(s.id.as_str(), id.as_str())) {
                 continue;
             }
-            match lost.get(&(s.id.clone(), w.cell_name())) {
-                Some(l) => cannot_win.push(l.to_string()),
-                None => names.push(w.cell_name()),
+            if lost.contains(&(s.id.clone(), w.cell_name())) {
+                left += 1;
+            } else {
+                names.push(w.cell_name());
             }
         }
         absent += names.len();
@@ -228,11 +232,13 @@ fn rests_on(c: &Campaign, cells: &[CellResult], why: &str) -> Option<String> {
             )),
         }
     }
-    absent += cannot_win.len();
+    absent += left;
     (absent > 0).then(|| {
         let mut parts = Vec::new();
-        if !cannot_win.is_empty() {
-            parts.push(not_winning(&c.results_dir, &cannot_win));
+        if left > 0 {
+            parts.push(format!(
+                "{left} not measured in full, their probes could not place (goal = \"answer\"; a run with --goal grid measures them)"
+            ));
         }
         if !missing.is_empty() {
             parts.push(format!("not measured ({why}): {}", missing.join("; ")));
@@ -243,26 +249,6 @@ fn rests_on(c: &Campaign, cells: &[CellResult], why: &str) -> Option<String> {
             parts.join("; ")
         )
     })
-}
-
-/// Lost points named before the rest are counted.
-const LOST_NAMED: usize = 8;
-
-/// The points a probe showed cannot win, named up to [`LOST_NAMED`].
-fn not_winning(results_dir: &std::path::Path, lost: &[String]) -> String {
-    let ledger = results_dir
-        .join(super::answer::DIR)
-        .join(super::answer::LEDGER);
-    let named = lost.len().min(LOST_NAMED);
-    let more = match lost.len() - named {
-        0 => String::new(),
-        n => format!(", and {n} more in {}", ledger.display()),
-    };
-    format!(
-        "{} not measured in full, their probes cannot beat the leader (goal = \"answer\"; a run with --goal grid measures them): {}{more}",
-        lost.len(),
-        lost[..named].join("; ")
-    )
 }
 
 /// Every cell's row, with speedups over the baseline.

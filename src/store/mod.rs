@@ -320,6 +320,9 @@ pub struct StoreIndex {
     pub unreadable: Vec<(PathBuf, String)>,
 }
 
+/// The file under [`Store::goal_dir`] listing the cells a probe left.
+pub const NOT_MEASURED: &str = "not-measured.json";
+
 impl Store {
     /// A store rooted at a campaign's results directory.
     pub fn new(root: impl Into<PathBuf>) -> Self {
@@ -329,6 +332,21 @@ impl Store {
     /// The campaign's results directory.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Where `goal = "answer"` keeps its probes and what they left.
+    pub fn goal_dir(&self) -> PathBuf {
+        self.root.join("goal")
+    }
+
+    /// The cells a probe left unmeasured (`goal = "answer"`), as the last
+    /// run with the goal wrote them; none when there is no such file or it
+    /// cannot be read.
+    pub fn not_measured(&self) -> Vec<crate::goal::Lost> {
+        std::fs::read(self.goal_dir().join(NOT_MEASURED))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
     }
 
     /// Path of a cell's result file.

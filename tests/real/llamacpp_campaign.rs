@@ -457,14 +457,14 @@ request_timeout = "120s"
     );
 }
 
-/// The answer block of a run's output, without the line saying what it
-/// rests on.
+/// The answer block of a run's output, without what it rests on and what
+/// was not measured.
 fn answer_block(stdout: &str) -> Vec<String> {
     let start = stdout.find("Answer\n").expect(stdout);
     stdout[start..]
         .lines()
         .filter(|l| !l.contains("this answer rests on"))
-        .take_while(|l| !l.starts_with("full report"))
+        .take_while(|l| !l.starts_with("full report") && !l.contains("not measured in full"))
         .map(str::to_string)
         .collect()
 }
