@@ -154,3 +154,53 @@ fn a_slurm_campaign_refuses_the_answer_goal_before_submitting_anything() {
     );
     assert!(cells(&dir.path().join("results/answer-first")).is_empty());
 }
+
+#[test]
+fn answer_first_repeats_a_point_only_where_the_verdict_is_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = three_speeds()
+        .replace("[run]\n", "[run]\nrepetitions = 2\n")
+        .replace(
+            "[[server]]\nid = \"slow\"\nargs = [\"--decode-step-ms\", \"20\"]\n",
+            "",
+        );
+    let campaign = write_campaign(dir.path(), text);
+    let (code, out, err) = run(&["run", campaign.to_str().unwrap(), "--goal", "answer"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let stored = cells(&dir.path().join("results/answer-first"));
+    // The first server's repetitions are what later ones are compared with.
+    assert!(
+        stored.contains_key("fast/w-in64-out128-c1-rep1"),
+        "{:?}",
+        stored.keys()
+    );
+    assert!(
+        stored.contains_key("fast/w-in64-out128-c4-rep1"),
+        "{:?}",
+        stored.keys()
+    );
+    // `mid` at one stream is the runner-up, clear of `fast`: one
+    // repetition settles it; at four it was left, and so is its repetition.
+    assert!(
+        stored.contains_key("mid/w-in64-out128-c1"),
+        "{:?}",
+        stored.keys()
+    );
+    assert!(
+        !stored
+            .keys()
+            .any(|k| k.starts_with("mid/") && k.ends_with("-rep1")),
+        "{:?}",
+        stored.keys()
+    );
+    assert!(
+        err.contains(
+            "[mid] w-in64-out128-c1-rep1: not needed: one repetition settles its place here"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("[mid] w-in64-out128-c4-rep1: not measured: cannot win"),
+        "{err}"
+    );
+}

@@ -262,6 +262,38 @@ impl Board {
         self.slo_ranking(family).into_iter().next()
     }
 
+    /// Why `server` needs no more repetitions at `point`: its first one is
+    /// clear of every other config measured there in full, both ways, so
+    /// no place among them can change with more. `None` when some config
+    /// is within the noise of it, none was measured before it (later ones
+    /// are compared with its repetitions), or it has no full measurement.
+    pub fn settled(&self, point: &str, server: &str) -> Option<String> {
+        let entries = self.points.get(point)?;
+        let mine = entries.iter().find(|e| e.server == server)?;
+        let others: Vec<&Entry> = entries.iter().filter(|e| e.server != server).collect();
+        if others.is_empty() {
+            // Nothing to be clear of yet: the first config's repetitions
+            // are what later ones are compared with.
+            return None;
+        }
+        let (a, clear) = (mine.full.value, |b: &Throughput| {
+            cannot_win(&mine.full.value, b) || cannot_win(b, &mine.full.value)
+        });
+        if !others.iter().all(|o| clear(&o.full.value)) {
+            return None;
+        }
+        let nearest = others.iter().min_by(|x, y| {
+            (x.full.value.per_gpu - a.per_gpu)
+                .abs()
+                .total_cmp(&(y.full.value.per_gpu - a.per_gpu).abs())
+        });
+        let n = nearest?;
+        Some(format!(
+            "one repetition settles its place here: {:.1} [{:.1}, {:.1}] is clear of every config measured before it, the nearest `{}` at {:.1}",
+            a.per_gpu, a.low, a.high, n.server, n.full.value.per_gpu
+        ))
+    }
+
     /// How many points each config leads.
     pub fn leads(&self) -> BTreeMap<String, usize> {
         let mut out = BTreeMap::new();
@@ -537,6 +569,23 @@ mod tests {
             b.gate(&p, "mid", &probe(420.0, SloOutlook::Unsure)),
             Gate::Measure
         );
+    }
+
+    #[test]
+    fn more_repetitions_go_only_where_a_config_is_within_the_noise_of_another() {
+        let mut b = Board::new();
+        b.offer(&C8, "a", full(700.0, None, None));
+        b.offer(&C8, "b", full(690.0, None, None));
+        b.offer(&C8, "c", full(300.0, None, None));
+        assert_eq!(b.settled("c8", "a"), None, "a and b are within the noise");
+        assert_eq!(b.settled("c8", "b"), None);
+        let why = b.settled("c8", "c").unwrap();
+        assert!(why.contains("the nearest `b` at 690.0"), "{why}");
+        assert_eq!(b.settled("c8", "d"), None, "never measured in full");
+        assert_eq!(b.settled("c1", "a"), None);
+        let c1 = Point { name: "c1", ..C8 };
+        b.offer(&c1, "first", full(10.0, None, None));
+        assert_eq!(b.settled("c1", "first"), None, "nothing to be clear of");
     }
 
     #[test]

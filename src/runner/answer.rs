@@ -132,7 +132,19 @@ impl AnswerFirst {
         crate::util::fsx::write_atomic(&self.path, &bytes)
     }
 
+    /// Why a later repetition of `cell` is not needed: its first settles
+    /// the server's place at the point.
+    pub fn settled(&self, server: &str, cell: &PlannedCell) -> Option<String> {
+        if cell.workload.repetition == 0 {
+            return None;
+        }
+        let board = self.board.lock().unwrap_or_else(|e| e.into_inner());
+        board.settled(&point_of(cell), server)
+    }
+
     /// A full cell measured: it leads its point if it beats the leader.
+    /// Later repetitions do not change the board: places are gated on the
+    /// first.
     pub fn offer(
         &self,
         g: &ServerGroup,
@@ -140,7 +152,11 @@ impl AnswerFirst {
         r: &CellResult,
         probe: Option<&LevelSummary>,
     ) {
-        let Some(summary) = r.summary.as_ref().filter(|_| r.status.is_usable()) else {
+        let Some(summary) = r
+            .summary
+            .as_ref()
+            .filter(|_| r.status.is_usable() && cell.workload.repetition == 0)
+        else {
             return;
         };
         let (name, family) = (point_of(cell), family(&cell.workload));

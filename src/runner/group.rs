@@ -387,6 +387,14 @@ impl<'a> GroupRun<'a> {
             })?;
             return Ok(Gated::NotMeasured);
         }
+        if let Some(why) = a.settled(&server, cell) {
+            self.slot.events.emit(Event::CellNotNeeded {
+                server: server.clone(),
+                cell: cell.name.clone(),
+                why,
+            });
+            return Ok(Gated::NotMeasured);
+        }
         let Some(probe_cell) = super::answer::probe_cell(self.c, self.g, cell) else {
             return Ok(Gated::Measure(None));
         };
