@@ -37,18 +37,6 @@ health_timeout = "30s"
 "#
 }
 
-/// The answer block of a run's output, without what it rests on and what
-/// was not measured.
-fn answer(stdout: &str) -> Vec<String> {
-    let start = stdout.find("Answer\n").expect(stdout);
-    stdout[start..]
-        .lines()
-        .filter(|l| !l.contains("this answer rests on"))
-        .take_while(|l| !l.starts_with("full report") && !l.contains("not measured in full"))
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
 fn answer_first_names_what_it_left_and_a_grid_run_measures_only_that_with_the_same_answer() {
     let dir = tempfile::tempdir().unwrap();
@@ -102,7 +90,7 @@ fn answer_first_names_what_it_left_and_a_grid_run_measures_only_that_with_the_sa
     assert!(results
         .join("goal/cells/slow/w-in64-out128-c4.json")
         .is_file());
-    let goal_answer = answer(&out);
+    let goal_answer = answer_lines(&out);
     assert!(
         goal_answer.iter().any(|l| l.contains("deploy `fast`")),
         "{out}"
@@ -138,7 +126,7 @@ fn answer_first_names_what_it_left_and_a_grid_run_measures_only_that_with_the_sa
     }
     // The whole grid gives the same answer, word for word.
     assert!(!out.contains("this answer rests on"), "{out}");
-    assert_eq!(answer(&out), goal_answer);
+    assert_eq!(answer_lines(&out), goal_answer);
 }
 
 #[test]

@@ -748,3 +748,15 @@ pub fn bench_bin(url: &str, extra: &[&str]) -> (i32, String, Option<serde_json::
         .map(|b| serde_json::from_slice(&b).unwrap());
     (code, stderr, result)
 }
+
+/// The answer block of `run`'s output, without what it rests on and the
+/// cells it did not measure: what a partial and a whole run must share.
+pub fn answer_lines(stdout: &str) -> Vec<String> {
+    let start = stdout.find("Answer\n").expect(stdout);
+    stdout[start..]
+        .lines()
+        .filter(|l| !l.contains("this answer rests on"))
+        .take_while(|l| !l.starts_with("full report") && !l.contains("not measured in full"))
+        .map(str::to_string)
+        .collect()
+}

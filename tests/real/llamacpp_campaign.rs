@@ -2,7 +2,9 @@
 //! through `scripts/llama-server`, one thread): prefix-cache counts, answers
 //! checked for correctness, and speculative decoding counted per cell.
 
-use crate::common::{cells, llamacpp_campaign, real_engine_turn, run, write_campaign};
+use crate::common::{
+    answer_lines, cells, llamacpp_campaign, real_engine_turn, run, write_campaign,
+};
 
 /// `[campaign]` to `[defaults]` of a campaign on the real llama.cpp server
 /// (SmolLM2 through `scripts/llama-server`, one thread, one request at a
@@ -457,18 +459,6 @@ request_timeout = "120s"
     );
 }
 
-/// The answer block of a run's output, without what it rests on and what
-/// was not measured.
-fn answer_block(stdout: &str) -> Vec<String> {
-    let start = stdout.find("Answer\n").expect(stdout);
-    stdout[start..]
-        .lines()
-        .filter(|l| !l.contains("this answer rests on"))
-        .take_while(|l| !l.starts_with("full report") && !l.contains("not measured in full"))
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
 fn real_llamacpp_campaign_answer_first_then_the_grid_gives_the_same_answer() {
     let _turn = real_engine_turn();
@@ -565,7 +555,7 @@ goal = "answer"
             "{out}"
         );
     }
-    let goal_answer = answer_block(&out);
+    let goal_answer = answer_lines(&out);
 
     // The grid: only what was left is measured, and the answer is the same.
     let (code, out, err) = run(&["run", file, "--goal", "grid"]);
@@ -579,5 +569,5 @@ goal = "answer"
         );
     }
     assert!(!out.contains("this answer rests on"), "{out}");
-    assert_eq!(answer_block(&out), goal_answer, "{out}");
+    assert_eq!(answer_lines(&out), goal_answer, "{out}");
 }
