@@ -31,6 +31,10 @@ fn main() -> anyhow::Result<()> {
         .map(|i| ServerConfig {
             id: format!("s{i:02}"),
             tp: 1 << (i % 3),
+            dp: 1,
+            dp_attention: 1,
+            ep: 1,
+            pp: 1,
             mem_fraction: None,
             max_running_requests: None,
             context_length: None,

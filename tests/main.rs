@@ -24,6 +24,8 @@ mod campaign;
 mod cli;
 /// A new user's first hour: what plan refuses, what init writes, start failures.
 mod first_hour;
+/// Parallel layouts: GPUs per server, packing, replicas on the simulator.
+mod layouts;
 /// The module graph: no cycles, pure modules stay pure.
 mod module_graph;
 /// Every report format byte for byte against snapshots.

@@ -30,6 +30,10 @@ fn server(id: &str, tp: u32, budget: Option<u32>) -> ServerConfig {
     ServerConfig {
         id: id.into(),
         tp,
+        dp: 1,
+        dp_attention: 1,
+        ep: 1,
+        pp: 1,
         mem_fraction: None,
         max_running_requests: None,
         context_length: Some(32768),

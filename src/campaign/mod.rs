@@ -194,6 +194,18 @@ pub struct RawServer {
     /// Tensor-parallel size.
     #[serde(default)]
     pub tp: Option<u32>,
+    /// Data-parallel replicas of the model.
+    #[serde(default)]
+    pub dp: Option<u32>,
+    /// Attention data-parallel groups inside the TP group (SGLang).
+    #[serde(default)]
+    pub dp_attention: Option<u32>,
+    /// Expert-parallel size.
+    #[serde(default)]
+    pub ep: Option<u32>,
+    /// Pipeline stages.
+    #[serde(default)]
+    pub pp: Option<u32>,
     /// SGLang mem-fraction-static / vLLM gpu-memory-utilization.
     #[serde(default)]
     pub mem_fraction: Option<f64>,
@@ -245,12 +257,25 @@ impl<'de> Deserialize<'de> for SpecEntry {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawMatrix {
-    /// Id template with `{tp}`, `{method}`, `{budget}`, `{mem_fraction}`,
-    /// `{max_running_requests}`, `{context_length}` placeholders.
+    /// Id template with `{tp}`, `{dp}`, `{dp_attention}`, `{ep}`, `{pp}`,
+    /// `{method}`, `{budget}`, `{mem_fraction}`, `{max_running_requests}`,
+    /// `{context_length}` placeholders.
     pub id: Spanned<String>,
     /// Tensor-parallel sizes.
     #[serde(default)]
     pub tp: Option<OneOrMany<u32>>,
+    /// Data-parallel replica counts.
+    #[serde(default)]
+    pub dp: Option<OneOrMany<u32>>,
+    /// Attention data-parallel sizes.
+    #[serde(default)]
+    pub dp_attention: Option<OneOrMany<u32>>,
+    /// Expert-parallel sizes.
+    #[serde(default)]
+    pub ep: Option<OneOrMany<u32>>,
+    /// Pipeline-stage counts.
+    #[serde(default)]
+    pub pp: Option<OneOrMany<u32>>,
     /// Memory fractions.
     #[serde(default)]
     pub mem_fraction: Option<OneOrMany<f64>>,

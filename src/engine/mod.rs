@@ -11,6 +11,7 @@
 //! sizes its memory). Arguments are always an argv list, never a shell string; user
 //! `extra_args` pass through untouched after the generated ones.
 
+pub mod layout;
 pub mod llamacpp;
 pub mod placeholders;
 pub mod sglang;
@@ -355,6 +356,18 @@ pub struct ServerSpec {
     pub port: u16,
     /// Tensor-parallel size.
     pub tp: u32,
+    /// Data-parallel replicas.
+    #[serde(default = "layout::one")]
+    pub dp: u32,
+    /// Attention data-parallel groups inside the TP group.
+    #[serde(default = "layout::one")]
+    pub dp_attention: u32,
+    /// Expert-parallel size.
+    #[serde(default = "layout::one")]
+    pub ep: u32,
+    /// Pipeline stages.
+    #[serde(default = "layout::one")]
+    pub pp: u32,
     /// SGLang `--mem-fraction-static` / vLLM `--gpu-memory-utilization`.
     pub mem_fraction: Option<f64>,
     /// SGLang `--max-running-requests` / vLLM `--max-num-seqs` / llama.cpp `--parallel`.
@@ -367,6 +380,19 @@ pub struct ServerSpec {
     pub extra_args: Vec<String>,
     /// Extra environment variables.
     pub env: BTreeMap<String, String>,
+}
+
+impl ServerSpec {
+    /// Its parallel layout.
+    pub fn layout(&self) -> layout::Layout {
+        layout::Layout {
+            tp: self.tp,
+            dp: self.dp,
+            dp_attention: self.dp_attention,
+            ep: self.ep,
+            pp: self.pp,
+        }
+    }
 }
 
 /// An engine's endpoint that empties its prefix cache: `POST` to `path`
@@ -445,6 +471,11 @@ pub fn command_line(spec: &ServerSpec, self_exe: &str) -> Result<Vec<String>, En
 /// The arguments the adapter generates from `spec`'s settings, between the
 /// executable and the campaign's own `args`.
 fn generated_args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
+    if spec.engine != EngineKind::Openai {
+        spec.layout()
+            .check(spec.engine)
+            .map_err(|m| EngineError::new(spec.engine, m))?;
+    }
     match spec.engine {
         EngineKind::Sglang => sglang::args(spec),
         EngineKind::Vllm => vllm::args(spec),
@@ -471,6 +502,45 @@ const FLAG_ALIASES: &[(EngineKind, &str, &str)] = &[
     (EngineKind::Llamacpp, "-a", "--alias"),
 ];
 
+/// Every spelling an engine's parser takes for a parallel size beyond TP,
+/// with the setting servebench writes it from. Sizes are set through the
+/// settings only: a size in `args` would hold GPUs the plan does not count.
+const LAYOUT_FLAGS: &[(EngineKind, &str, &str)] = &[
+    (EngineKind::Sglang, "--dp-size", "dp"),
+    (EngineKind::Sglang, "--data-parallel-size", "dp"),
+    (EngineKind::Sglang, "--attn-dp-size", "dp_attention"),
+    (
+        EngineKind::Sglang,
+        "--attention-data-parallel-size",
+        "dp_attention",
+    ),
+    (EngineKind::Sglang, "--enable-dp-attention", "dp_attention"),
+    (EngineKind::Sglang, "--ep-size", "ep"),
+    (EngineKind::Sglang, "--expert-parallel-size", "ep"),
+    (EngineKind::Sglang, "--ep", "ep"),
+    (EngineKind::Sglang, "--pp-size", "pp"),
+    (EngineKind::Sglang, "--pipeline-parallel-size", "pp"),
+    (EngineKind::Vllm, "--data-parallel-size", "dp"),
+    (EngineKind::Vllm, "-dp", "dp"),
+    (EngineKind::Vllm, "--enable-expert-parallel", "ep"),
+    (EngineKind::Vllm, "--no-enable-expert-parallel", "ep"),
+    (EngineKind::Vllm, "-ep", "ep"),
+    (EngineKind::Vllm, "--pipeline-parallel-size", "pp"),
+    (EngineKind::Vllm, "-pp", "pp"),
+    (EngineKind::Sim, "--dp", "dp"),
+];
+
+/// A layout size of `spec` by its setting's name.
+fn layout_size(spec: &ServerSpec, setting: &str) -> u32 {
+    let l = spec.layout();
+    match setting {
+        "dp" => l.dp,
+        "dp_attention" => l.dp_attention,
+        "ep" => l.ep,
+        _ => l.pp,
+    }
+}
+
 /// The campaign setting a generated flag comes from, for error messages.
 fn setting_of(flag: &str) -> &'static str {
     match flag {
@@ -496,10 +566,20 @@ pub struct RepeatedFlag {
     pub generated: String,
     /// The campaign setting the generated flag comes from.
     pub setting: &'static str,
+    /// Whether the flag sets a parallel size, which holds GPUs.
+    pub layout: bool,
 }
 
 impl std::fmt::Display for RepeatedFlag {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.layout {
+            return write!(
+                f,
+                "`{}` in args sets a parallel size, which servebench sets from {} (now `{}`): \
+                 the server would hold GPUs the plan does not count, so set {} instead of the flag",
+                self.written, self.setting, self.generated, self.setting
+            );
+        }
         write!(
             f,
             "`{}` in args repeats `{}`, which servebench generates from {}; the engine would \
@@ -528,7 +608,21 @@ pub fn repeated_flags(spec: &ServerSpec) -> Vec<RepeatedFlag> {
         if !arg.starts_with('-') || arg.len() < 2 {
             continue;
         }
-        let name = canonical(arg.split('=').next().unwrap_or(arg));
+        let written_name = arg.split('=').next().unwrap_or(arg);
+        if let Some((_, _, setting)) = LAYOUT_FLAGS
+            .iter()
+            .find(|(e, f, _)| *e == spec.engine && *f == written_name)
+        {
+            out.push(RepeatedFlag {
+                index,
+                written: arg.clone(),
+                generated: format!("{setting} = {}", layout_size(spec, setting)),
+                setting,
+                layout: true,
+            });
+            continue;
+        }
+        let name = canonical(written_name);
         let Some(at) = generated.iter().position(|g| canonical(g) == name) else {
             continue;
         };
@@ -542,6 +636,7 @@ pub fn repeated_flags(spec: &ServerSpec) -> Vec<RepeatedFlag> {
             written: arg.clone(),
             generated: format!("{}{value}", generated[at]),
             setting: setting_of(&generated[at]),
+            layout: false,
         });
     }
     out
@@ -612,6 +707,9 @@ fn sim_args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
     ];
     if let Some(n) = spec.max_running_requests {
         a.extend(["--max-running-requests".into(), n.to_string()]);
+    }
+    if spec.dp > 1 {
+        a.extend(["--dp".into(), spec.dp.to_string()]);
     }
     if let Some(c) = spec.context_length {
         a.extend(["--context-length".into(), c.to_string()]);
@@ -710,9 +808,6 @@ pub(crate) fn push_server_flags(
     push(a, "--port", spec.port);
     if let Some(name) = &spec.served_model_name {
         push(a, "--served-model-name", name);
-    }
-    if spec.tp == 0 {
-        return Err(err("tp must be at least 1".into()));
     }
     push(a, f.tp, spec.tp);
     if let Some(m) = spec.mem_fraction {
@@ -868,6 +963,10 @@ pub(crate) fn test_spec(engine: EngineKind) -> ServerSpec {
         host: "127.0.0.1".into(),
         port: 30000,
         tp: 1,
+        dp: 1,
+        dp_attention: 1,
+        ep: 1,
+        pp: 1,
         mem_fraction: None,
         max_running_requests: None,
         context_length: None,
@@ -1040,6 +1139,65 @@ mod tests {
             );
             assert!(msg.contains("at least 1"), "{msg}");
         }
+    }
+
+    #[test]
+    fn each_engine_writes_a_layout_in_its_own_flags_once() {
+        let argv = |engine: EngineKind, l: layout::Layout| {
+            let mut s = test_spec(engine);
+            (s.tp, s.dp, s.dp_attention, s.ep, s.pp) = (l.tp, l.dp, l.dp_attention, l.ep, l.pp);
+            command_line(&s, "servebench").map(|a| a.join(" "))
+        };
+        let l = |tp, dp, dp_attention, ep, pp| layout::Layout {
+            tp,
+            dp,
+            dp_attention,
+            ep,
+            pp,
+        };
+        let v = argv(EngineKind::Vllm, l(2, 4, 1, 8, 1)).unwrap();
+        assert!(
+            v.contains("--tensor-parallel-size 2 ")
+                && v.contains("--data-parallel-size 4 ")
+                && v.contains("--enable-expert-parallel"),
+            "{v}"
+        );
+        let v = argv(EngineKind::Vllm, l(4, 1, 1, 1, 2)).unwrap();
+        assert!(v.contains("--pipeline-parallel-size 2"), "{v}");
+        assert!(
+            !v.contains("--data-parallel-size") && !v.contains("expert"),
+            "{v}"
+        );
+        let sg = argv(EngineKind::Sglang, l(8, 1, 8, 8, 1)).unwrap();
+        assert!(
+            sg.contains("--tp-size 8 ")
+                && sg.contains("--attn-dp-size 8 ")
+                && sg.contains("--ep-size 8 "),
+            "{sg}"
+        );
+        assert!(
+            !sg.contains("--dp-size") && !sg.contains("--enable-dp-attention"),
+            "{sg}"
+        );
+        let sg = argv(EngineKind::Sglang, l(2, 4, 1, 1, 1)).unwrap();
+        assert!(sg.contains("--dp-size 4 "), "{sg}");
+        let sim = argv(EngineKind::Sim, l(2, 4, 1, 1, 1)).unwrap();
+        assert!(sim.contains("--dp 4"), "{sim}");
+        assert!(argv(EngineKind::Sim, l(2, 1, 1, 2, 1))
+            .unwrap_err()
+            .to_string()
+            .contains("no model of attention"));
+        assert!(argv(EngineKind::Llamacpp, l(1, 2, 1, 1, 1))
+            .unwrap_err()
+            .to_string()
+            .contains("run replicas as separate servers"));
+        // TP alone writes no layout flag: command lines without layouts are
+        // as they were.
+        let plain = argv(EngineKind::Vllm, l(1, 1, 1, 1, 1)).unwrap();
+        assert!(
+            !plain.contains("data-parallel") && !plain.contains("pipeline"),
+            "{plain}"
+        );
     }
 
     #[test]

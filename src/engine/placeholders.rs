@@ -15,6 +15,10 @@
 pub const SERVER: &[&str] = &[
     "id",
     "tp",
+    "dp",
+    "dp_attention",
+    "ep",
+    "pp",
     "method",
     "budget",
     "mem_fraction",

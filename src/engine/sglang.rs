@@ -52,8 +52,12 @@ pub const EXTENSION_FLAGS: &[(&str, &str)] =
     &[("--speculative-ddtree-budget", "the DDTree extension")];
 
 /// Every flag this adapter can emit, as spelled in `server_args.py`.
-pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<19>(&[
+pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<23>(&[
     "--model-path",
+    "--dp-size",
+    "--attn-dp-size",
+    "--ep-size",
+    "--pp-size",
     "--enable-cache-report",
     "--speculative-algorithm",
     "--speculative-draft-model-path",
@@ -76,6 +80,19 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
     let mut a = Vec::new();
     push(&mut a, "--model-path", &spec.model_path);
     push_server_flags(spec, &FLAGS, &mut a)?;
+    // The layout beyond TP (already checked). SGLang 0.5.23 counts replicas
+    // with --dp-size and attention-DP groups with --attn-dp-size (the
+    // `--enable-dp-attention` spelling is deprecated).
+    for (flag, size) in [
+        ("--dp-size", spec.dp),
+        ("--attn-dp-size", spec.dp_attention),
+        ("--ep-size", spec.ep),
+        ("--pp-size", spec.pp),
+    ] {
+        if size > 1 {
+            push(&mut a, flag, size);
+        }
+    }
     // Per-request cached prompt tokens in the usage, unless the campaign says otherwise.
     if !super::mentions(spec, "enable-cache-report") {
         a.push("--enable-cache-report".into());
@@ -632,6 +649,7 @@ mod tests {
     fn every_emitted_flag_is_known() {
         let mut spec = test_spec(EngineKind::Sglang);
         spec.tp = 2;
+        (spec.dp_attention, spec.ep, spec.pp) = (2, 2, 2);
         spec.mem_fraction = Some(0.9);
         spec.max_running_requests = Some(8);
         spec.context_length = Some(4096);

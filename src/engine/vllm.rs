@@ -51,8 +51,13 @@ const FLAGS: ServerFlags = ServerFlags {
 };
 
 /// Every flag this adapter can emit, as spelled in `arg_utils.py` and `cli_args.py`.
-pub const KNOWN_FLAGS: &[&str] =
-    &FLAGS.known_flags::<9>(&["--speculative-config", "--enable-prompt-tokens-details"]);
+pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<12>(&[
+    "--speculative-config",
+    "--enable-prompt-tokens-details",
+    "--data-parallel-size",
+    "--pipeline-parallel-size",
+    "--enable-expert-parallel",
+]);
 
 /// Smallest n-gram the prompt-lookup proposer matches. vLLM's own fallback
 /// (5 and 5) is marked arbitrary in its source; 2..4 follows the range of
@@ -72,6 +77,7 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
     let err = |m: String| EngineError::new(spec.engine, m);
     let mut a = vec![spec.model_path.clone()];
     push_server_flags(spec, &FLAGS, &mut a)?;
+    layout_args(spec, &mut a);
     // Per-request cached prompt tokens in the usage, unless the campaign says otherwise.
     if !super::mentions(spec, "enable-prompt-tokens-details") {
         a.push("--enable-prompt-tokens-details".into());
@@ -83,6 +89,20 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
         }
     }
     Ok(a)
+}
+
+/// The layout beyond TP (already checked): DP engine instances, pipeline
+/// stages, and experts spread over all TP × DP ranks.
+fn layout_args(spec: &ServerSpec, a: &mut Vec<String>) {
+    if spec.dp > 1 {
+        push(a, "--data-parallel-size", spec.dp);
+    }
+    if spec.pp > 1 {
+        push(a, "--pipeline-parallel-size", spec.pp);
+    }
+    if spec.ep > 1 {
+        a.push("--enable-expert-parallel".into());
+    }
 }
 
 /// The `--speculative-config` object for `s`, or `None` when `s` asks for nothing.
@@ -292,6 +312,7 @@ mod tests {
         spec.mem_fraction = Some(0.8);
         spec.max_running_requests = Some(16);
         spec.context_length = Some(8192);
+        (spec.tp, spec.dp, spec.ep, spec.pp) = (2, 2, 4, 2);
         spec.speculative = Some(Speculative {
             method: Some(SpecMethod::Ngram),
             num_draft_tokens: Some(3),

@@ -237,7 +237,7 @@ pub fn check(
         );
     }
     let pool = c.hardware.gpus.len() as u32;
-    if pool > 0 && s.tp > pool {
+    if pool > 0 && s.gpus() > pool {
         let excluded = if c.hardware.exclude_gpus.is_empty() {
             String::new()
         } else {
@@ -245,8 +245,12 @@ pub fn check(
         };
         return (
             Some(format!(
-                "tp={} needs {} GPUs but the pool has {} ({:?}{excluded})",
-                s.tp, s.tp, pool, c.hardware.gpus
+                "{} needs {} GPUs but the pool has {} ({:?}{excluded}){}",
+                layout_name(s),
+                s.gpus(),
+                pool,
+                c.hardware.gpus,
+                fitting_layouts(s, pool)
             )),
             warnings,
         );
@@ -309,4 +313,28 @@ pub fn check(
         }
     }
     (None, warnings)
+}
+
+/// A server's layout as the plan names it: `tp=8`, or `tp4-dp2` beyond TP.
+fn layout_name(s: &ServerConfig) -> String {
+    let l = s.layout();
+    if l.is_tp_only() {
+        format!("tp={}", l.tp)
+    } else {
+        format!("layout {} (TP × DP × PP)", l.label())
+    }
+}
+
+/// What would fit a pool of `pool` GPUs: fewer replicas, else fewer
+/// pipeline stages, else a smaller TP.
+fn fitting_layouts(s: &ServerConfig, pool: u32) -> String {
+    let l = s.layout();
+    let per_replica = l.tp.max(1) * l.pp.max(1);
+    if l.dp > 1 && per_replica <= pool {
+        return format!("; dp = {} fits", pool / per_replica);
+    }
+    if l.pp > 1 && l.tp <= pool {
+        return format!("; with dp = 1, pp = {} fits", (pool / l.tp.max(1)).max(1));
+    }
+    String::new()
 }

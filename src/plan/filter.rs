@@ -9,6 +9,11 @@ use crate::load::schedule::LoadShape;
 pub const KEYS: &[&str] = &[
     "server",
     "tp",
+    "dp",
+    "dp_attention",
+    "ep",
+    "pp",
+    "layout",
     "method",
     "budget",
     "mem_fraction",

@@ -145,6 +145,10 @@ impl PlannedSearch {
 pub struct ServerGroup {
     /// The server config.
     pub server: ServerConfig,
+    /// GPUs it holds, as its engine counts them (TP × DP × PP).
+    pub gpus: u32,
+    /// Its parallel layout in short (`tp4-dp2`).
+    pub layout: String,
     /// The normalized spec (port filled at launch).
     pub spec: ServerSpec,
     /// The launch command, or why the engine cannot express this config.
@@ -470,6 +474,8 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             .filter_map(|c| c.telemetry.as_ref()?.log.as_ref())
             .find_map(|l| l.max_total_num_tokens.or(l.kv_cache_tokens));
         groups.push(ServerGroup {
+            gpus: s.gpus(),
+            layout: s.layout().label(),
             reported_kv_tokens,
             engine_build: opts.engine_build.clone(),
             startup_eta_s: est.startup_s(&s.id),
@@ -890,7 +896,7 @@ fn prior_for(
                 .any(|a| a == "--enforce-eager" || a == "--disable-cuda-graph")
         });
         let on_cpu = eta::runs_on_cpu(c).then_some(cpu);
-        eta::startup_prior_s(c.engine.kind, total, s.tp, eager, on_cpu)
+        eta::startup_prior_s(c.engine.kind, total, s.gpus(), eager, on_cpu)
     };
     (speed, startup)
 }
@@ -917,10 +923,15 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
             1 => ", 1 search".to_string(),
             n => format!(", {n} searches"),
         };
+        let layout = g.server.layout();
+        let layout = if layout.is_tp_only() {
+            format!("tp={}", layout.tp)
+        } else {
+            format!("{}, {} GPUs", layout.label(), layout.gpus())
+        };
         out.push_str(&format!(
-            "server {} (tp={}, {}): {} cells{searches}, ETA {}\n",
+            "server {} ({layout}, {}): {} cells{searches}, ETA {}\n",
             g.server.id,
-            g.server.tp,
             g.server.method_name(),
             g.cells.len(),
             fmt_s(eta)

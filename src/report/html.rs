@@ -35,7 +35,7 @@ ul.rec li{margin-bottom:6px}.note{color:#666;font-style:italic}
 
 const SECTIONS: [(ChartSection, &str, &str); 7] = [
     (ChartSection::Throughput, "Throughput and latency vs. concurrency", "Output throughput and TTFT p50 (solid) / p99 (dashed) per server config; means over repetitions."),
-    (ChartSection::PerGpu, "Throughput per GPU vs. speed per user", "One point per (server config, concurrency); throughput divided by the server's TP size. Circled points form the Pareto frontier: no other point is both faster per user and more productive per GPU."),
+    (ChartSection::PerGpu, "Throughput per GPU vs. speed per user", "One point per (server config, concurrency); throughput divided by the GPUs the server holds (TP × DP × PP). Circled points form the Pareto frontier: no other point is both faster per user and more productive per GPU."),
     (ChartSection::Speedup, "Speedup over the baseline", "Ratio of median per-request decode speed to the baseline's at the same workload point, per prompt kind and output length."),
     (ChartSection::Budget, "Speculative budget sweep", "Output throughput and acceptance length against the draft budget (num_draft_tokens; DDTree: the tree size), one line per method and TP, per workload family at its lowest and highest load."),
     (ChartSection::Context, "Context length", "TTFT and decode speed against the prompt length."),

@@ -46,7 +46,7 @@ impl Exporter for MarkdownExporter {
             None => out.push_str(&format!("Baseline: {}.\n\n", r.baseline_source)),
         }
         if let Some(t) = &r.measured_until {
-            out.push_str(&format!("Last cell finished at {t}. Throughput per GPU divides by the server's TP size.\n\n"));
+            out.push_str(&format!("Last cell finished at {t}. Throughput per GPU divides by the GPUs each server holds (TP × DP × PP).\n\n"));
         }
         if !r.engine_builds.is_empty() {
             let b: Vec<String> = r

@@ -110,6 +110,8 @@ pub struct CellRow {
     pub tp: u32,
     /// GPUs the throughput is divided by (`tp`; CPU engines have tp 1).
     pub gpus: u32,
+    /// Its parallel layout in short (`tp4-dp2`), the series it is drawn in.
+    pub layout: String,
     /// Speculative method or `ar`.
     pub method: String,
     /// Speculative budget (`num_draft_tokens`).
@@ -994,6 +996,7 @@ fn cell_row(
         },
         tp: c.server.tp,
         gpus,
+        layout: c.server.layout().label(),
         method: c.server.method_name(),
         budget: c
             .server
@@ -1104,15 +1107,17 @@ fn point_rows(cells: &[&CellResult], rows: &[CellRow]) -> Vec<PointRow> {
 }
 
 /// Why a cell's load did not happen as named: too few requests, a client
-/// that fell behind, or a server limit on running requests (from its log)
-/// below the asked concurrency.
+/// that fell behind, or a server limit on running requests (from its log,
+/// where each data-parallel replica states its own) below the asked
+/// concurrency.
 pub(super) fn under_loaded(c: &CellResult) -> Option<String> {
     let s = c.summary.as_ref()?;
     let limit = c
         .telemetry
         .as_ref()
         .and_then(|t| t.log.as_ref())
-        .and_then(|l| l.max_running_requests);
+        .and_then(|l| l.max_running_requests)
+        .map(|per_replica| per_replica.saturating_mul(u64::from(c.server.dp.max(1))));
     crate::metrics::level::under_load(
         &c.workload.load,
         s.in_flight.as_ref(),

@@ -60,6 +60,12 @@ pub struct SimConfig {
     /// Most sequences decoding at once; others wait.
     #[arg(long, default_value_t = 256)]
     pub max_running_requests: u32,
+    /// Data-parallel replicas behind the one port, each with its own slots,
+    /// KV cache (--kv-capacity-tokens each), prefill lane, batch and prefix
+    /// cache. A request goes to the replica with the fewest requests in
+    /// flight, ties to the next in turn, as vLLM's DP load balancer does.
+    #[arg(long, default_value_t = 1)]
+    pub dp: u32,
     /// Context window: prompt + max_tokens above it gets HTTP 400.
     #[arg(long, default_value_t = 32_768)]
     pub context_length: u64,
@@ -188,6 +194,14 @@ impl SimConfig {
         if self.max_running_requests == 0 || self.kv_capacity_tokens == 0 {
             return Err("--max-running-requests and --kv-capacity-tokens must be positive".into());
         }
+        // Each replica is a few semaphores; far more than any box holds GPUs
+        // is a typo, not a layout.
+        if !(1..=MAX_REPLICAS).contains(&self.dp) {
+            return Err(format!(
+                "--dp must be between 1 and {MAX_REPLICAS}, got {}",
+                self.dp
+            ));
+        }
         Ok(())
     }
 }
@@ -202,6 +216,9 @@ pub enum SimError {
     #[error("accept failed: {0}")]
     Io(#[from] std::io::Error),
 }
+
+/// Most data-parallel replicas one simulator serves.
+pub const MAX_REPLICAS: u32 = 1024;
 
 #[derive(Default)]
 struct Counters {
@@ -219,20 +236,108 @@ struct Counters {
 
 struct Shared {
     cfg: SimConfig,
+    /// Totals over the replicas, as /metrics reports them.
     counters: Counters,
-    slots: Arc<Semaphore>,
-    kv: Arc<Semaphore>,
-    prefill: tokio::sync::Mutex<()>,
+    replicas: Vec<Replica>,
+    /// Where the next search for the least loaded replica starts.
+    next_replica: AtomicU64,
     ready_at: Instant,
     crash: CancellationToken,
     crashed: AtomicBool,
     created: u64,
-    prefix_cache: Option<std::sync::Mutex<prefix_cache::PrefixCache>>,
 }
 
-/// Keeps the running gauge and KV usage right however a stream ends.
+/// One data-parallel replica: a copy of the model with its own batch.
+struct Replica {
+    slots: Arc<Semaphore>,
+    kv: Arc<Semaphore>,
+    prefill: tokio::sync::Mutex<()>,
+    prefix_cache: Option<std::sync::Mutex<prefix_cache::PrefixCache>>,
+    /// Requests sent here and not yet finished, waiting ones included.
+    in_flight: AtomicU64,
+    /// Sequences decoding here: its batch, which sets its step time.
+    running: AtomicU64,
+}
+
+impl Replica {
+    fn new(cfg: &SimConfig) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(cfg.max_running_requests as usize)),
+            kv: Arc::new(Semaphore::new(
+                cfg.kv_capacity_tokens.min(Semaphore::MAX_PERMITS as u64) as usize,
+            )),
+            prefill: tokio::sync::Mutex::new(()),
+            prefix_cache: (cfg.prefix_cache_block > 0).then(|| {
+                std::sync::Mutex::new(prefix_cache::PrefixCache::new(
+                    cfg.prefix_cache_block,
+                    cfg.kv_capacity_tokens,
+                ))
+            }),
+            in_flight: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Shared {
+    fn new(cfg: SimConfig) -> Arc<Self> {
+        Arc::new(Shared {
+            replicas: (0..cfg.dp.max(1)).map(|_| Replica::new(&cfg)).collect(),
+            next_replica: AtomicU64::new(0),
+            counters: Counters::default(),
+            ready_at: Instant::now() + Duration::from_millis(cfg.startup_delay_ms),
+            crash: CancellationToken::new(),
+            crashed: AtomicBool::new(false),
+            created: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            cfg,
+        })
+    }
+
+    /// The replica with the fewest requests in flight, searching from the
+    /// next in turn so that equal loads are served round-robin; the request
+    /// is counted there until the returned guard drops.
+    fn assign(self: &Arc<Self>) -> Assigned {
+        let n = self.replicas.len();
+        let start = self.next_replica.fetch_add(1, Ordering::Relaxed) as usize % n;
+        let index = (0..n)
+            .map(|i| (start + i) % n)
+            .min_by_key(|&i| self.replicas[i].in_flight.load(Ordering::Relaxed))
+            .unwrap_or(0);
+        self.replicas[index]
+            .in_flight
+            .fetch_add(1, Ordering::Relaxed);
+        Assigned {
+            shared: self.clone(),
+            index,
+        }
+    }
+}
+
+/// A request's place on a replica, counted in flight until it drops.
+struct Assigned {
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl Assigned {
+    fn replica(&self) -> &Replica {
+        &self.shared.replicas[self.index]
+    }
+}
+
+impl Drop for Assigned {
+    fn drop(&mut self) {
+        self.replica().in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Keeps the running gauges and KV usage right however a stream ends.
 struct Admission {
     shared: Arc<Shared>,
+    replica: usize,
     kv_tokens: u64,
     _slot: OwnedSemaphorePermit,
     _kv: OwnedSemaphorePermit,
@@ -240,6 +345,9 @@ struct Admission {
 
 impl Drop for Admission {
     fn drop(&mut self) {
+        self.shared.replicas[self.replica]
+            .running
+            .fetch_sub(1, Ordering::Relaxed);
         self.shared.counters.running.fetch_sub(1, Ordering::Relaxed);
         self.shared
             .counters
@@ -261,29 +369,7 @@ pub async fn serve(
     cfg: SimConfig,
     shutdown: CancellationToken,
 ) -> Result<(), SimError> {
-    let ready_at = Instant::now() + Duration::from_millis(cfg.startup_delay_ms);
-    let shared = Arc::new(Shared {
-        slots: Arc::new(Semaphore::new(cfg.max_running_requests as usize)),
-        kv: Arc::new(Semaphore::new(
-            cfg.kv_capacity_tokens.min(Semaphore::MAX_PERMITS as u64) as usize,
-        )),
-        prefill: tokio::sync::Mutex::new(()),
-        counters: Counters::default(),
-        ready_at,
-        crash: CancellationToken::new(),
-        crashed: AtomicBool::new(false),
-        created: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        prefix_cache: (cfg.prefix_cache_block > 0).then(|| {
-            std::sync::Mutex::new(prefix_cache::PrefixCache::new(
-                cfg.prefix_cache_block,
-                cfg.kv_capacity_tokens,
-            ))
-        }),
-        cfg,
-    });
+    let shared = Shared::new(cfg);
     let app = Router::new()
         .route("/health", get(health))
         .route("/v1/models", get(models))
@@ -300,10 +386,11 @@ pub async fn serve(
     if shared.cfg.log {
         let addr = listener.local_addr()?;
         eprintln!(
-            "sim: kv capacity {} tokens, max running requests {}, context length {}",
+            "sim: kv capacity {} tokens, max running requests {}, context length {}, {} replica(s)",
             shared.cfg.kv_capacity_tokens,
             shared.cfg.max_running_requests,
-            shared.cfg.context_length
+            shared.cfg.context_length,
+            shared.replicas.len()
         );
         eprintln!("sim: ready on {addr}");
     }
@@ -421,7 +508,7 @@ async fn reset_prefix_cache(State(s): State<Arc<Shared>>) -> Response {
     let busy = s.counters.running.load(Ordering::Relaxed) > 0
         || s.counters.waiting.load(Ordering::Relaxed) > 0;
     if !busy {
-        if let Some(c) = &s.prefix_cache {
+        for c in s.replicas.iter().filter_map(|r| r.prefix_cache.as_ref()) {
             c.lock().unwrap_or_else(|e| e.into_inner()).clear();
         }
         if s.cfg.log {
@@ -433,7 +520,8 @@ async fn reset_prefix_cache(State(s): State<Arc<Shared>>) -> Response {
 
 async fn metrics(State(s): State<Arc<Shared>>) -> Response {
     let c = &s.counters;
-    let kv_frac = c.kv_used.load(Ordering::Relaxed) as f64 / s.cfg.kv_capacity_tokens as f64;
+    let capacity = s.cfg.kv_capacity_tokens as f64 * s.replicas.len() as f64;
+    let kv_frac = c.kv_used.load(Ordering::Relaxed) as f64 / capacity;
     let mut out = String::with_capacity(2048);
     let mut metric = |name: &str, kind: &str, help: &str, value: String| {
         out.push_str(&format!("# HELP sim:{name} {help}\n# TYPE sim:{name} {kind}\nsim:{name}{{model_name=\"{}\"}} {value}\n", s.cfg.model_name));
@@ -551,6 +639,7 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
     let truncate_at = (s.cfg.truncate_rate > 0.0 && rng.random::<f64>() < s.cfg.truncate_rate)
         .then_some((target / 2).max(1));
     let opts = req.stream_options.unwrap_or_default();
+    let assigned = s.assign();
     let gen = Generation {
         shared: s.clone(),
         id: n,
@@ -567,7 +656,7 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
         degenerate: s.cfg.degenerate_after.is_some_and(|limit| n > limit),
         text_seed: prompt_seed(&req),
         reference: reference_words(&req, &s.cfg),
-        cache_keys: match &s.prefix_cache {
+        cache_keys: match &assigned.replica().prefix_cache {
             Some(c) => c
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -577,6 +666,7 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
         cached: 0,
         stage: Stage::Start,
         admission: None,
+        assigned,
     };
     if req.stream {
         let stream = futures_util::stream::unfold(gen, |mut g| async move {
@@ -631,6 +721,8 @@ struct Generation {
     cached: u64,
     stage: Stage,
     admission: Option<Admission>,
+    /// The replica serving it.
+    assigned: Assigned,
 }
 
 /// The prompt's tokens in order as words: each chat message's template
@@ -713,7 +805,7 @@ impl Generation {
                     self.admit().await;
                     self.stage = Stage::Decode;
                     self.emitted = 1;
-                    let running = self.shared.counters.running.load(Ordering::Relaxed);
+                    let running = self.assigned.replica().running.load(Ordering::Relaxed);
                     self.next_at = Instant::now() + ms(model::step_ms(&self.shared.cfg, running));
                     return Some(Ok(Event::Tokens(1)));
                 }
@@ -751,7 +843,7 @@ impl Generation {
                     }
                     let k = k.min(self.target - self.emitted);
                     self.emitted += k;
-                    let running = self.shared.counters.running.load(Ordering::Relaxed);
+                    let running = self.assigned.replica().running.load(Ordering::Relaxed);
                     self.next_at += ms(model::step_ms(cfg, running));
                     return Some(Ok(Event::Tokens(k)));
                 }
@@ -772,23 +864,26 @@ impl Generation {
     /// Wait for a running slot and KV room, then prefill.
     async fn admit(&mut self) {
         let s = self.shared.clone();
+        let index = self.assigned.index;
+        let r = &s.replicas[index];
         let kv_tokens = (self.prompt + self.max_tokens).min(s.cfg.kv_capacity_tokens) as u32;
         s.counters.waiting.fetch_add(1, Ordering::Relaxed);
         let (slot, kv) = {
             let _waiting = WaitingGuard(&s.counters.waiting);
-            let slot = s
+            let slot = r
                 .slots
                 .clone()
                 .acquire_owned()
                 .await
                 .expect("semaphore never closed");
             let kv =
-                s.kv.clone()
+                r.kv.clone()
                     .acquire_many_owned(kv_tokens.max(1))
                     .await
                     .expect("semaphore never closed");
             (slot, kv)
         };
+        r.running.fetch_add(1, Ordering::Relaxed);
         s.counters.running.fetch_add(1, Ordering::Relaxed);
         s.counters
             .kv_used
@@ -798,11 +893,12 @@ impl Generation {
             .fetch_add(self.prompt, Ordering::Relaxed);
         self.admission = Some(Admission {
             shared: s.clone(),
+            replica: index,
             kv_tokens: kv_tokens as u64,
             _slot: slot,
             _kv: kv,
         });
-        if let Some(c) = &s.prefix_cache {
+        if let Some(c) = &r.prefix_cache {
             self.cached = c
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -810,11 +906,11 @@ impl Generation {
         }
         let prefill = model::prefill_ms(&s.cfg, self.prompt.saturating_sub(self.cached));
         if prefill > 0.0 {
-            let _lane = s.prefill.lock().await;
+            let _lane = r.prefill.lock().await;
             tokio::time::sleep(ms(prefill)).await;
         }
         // Blocks are cached once computed, not while their prefill runs.
-        if let Some(c) = &s.prefix_cache {
+        if let Some(c) = &r.prefix_cache {
             c.lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(&self.cache_keys);
@@ -989,4 +1085,40 @@ impl Generation {
 
 fn ms(v: f64) -> Duration {
     Duration::from_secs_f64(v.max(0.0) / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_go_to_the_replica_with_the_fewest_in_flight_and_equal_loads_take_turns() {
+        let shared = Shared::new(SimConfig {
+            dp: 3,
+            ..SimConfig::default()
+        });
+        let held: Vec<Assigned> = (0..3).map(|_| shared.assign()).collect();
+        let mut at: Vec<usize> = held.iter().map(|a| a.index).collect();
+        at.sort();
+        assert_eq!(at, [0, 1, 2], "one each while all are equally loaded");
+        drop(held);
+        let busy: Vec<Assigned> = (0..2).map(|_| shared.assign()).collect();
+        let mut others = busy.iter().map(|a| a.index).collect::<Vec<_>>();
+        others.sort();
+        // The third request finds the one replica without a request.
+        let third = shared.assign();
+        assert!(!others.contains(&third.index), "{others:?} {}", third.index);
+        let in_flight: u64 = shared
+            .replicas
+            .iter()
+            .map(|r| r.in_flight.load(Ordering::Relaxed))
+            .sum();
+        assert_eq!(in_flight, 3);
+        assert!(SimConfig {
+            dp: 0,
+            ..SimConfig::default()
+        }
+        .validate()
+        .is_err());
+    }
 }

@@ -9,7 +9,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// The main campaign with an MTP server and SGLang's own hybrid-model flags added.
+/// The main campaign with an MTP server and SGLang's own hybrid-model flags added,
+/// and three layouts beyond TP.
 fn campaign(dir: &Path) -> servebench::campaign::Campaign {
     let models = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models");
     let text = include_str!("../../examples/sglang-hybrid-8gpu.toml")
@@ -20,6 +21,19 @@ id = "mtp-tp1"
 tp = 1
 speculative = { method = "mtp", num_steps = 3, topk = 1, num_draft_tokens = 4 }
 args = ["--max-mamba-cache-size", "64", "--mamba-ssm-dtype", "bfloat16", "--mamba-full-memory-ratio", "0.5", "--mamba-radix-cache-strategy", "no_buffer"]
+[[server]]
+id = "tp4-dp2"
+tp = 4
+dp = 2
+[[server]]
+id = "tp8-adp8-ep8"
+tp = 8
+dp_attention = 8
+ep = 8
+[[server]]
+id = "tp4-pp2"
+tp = 4
+pp = 2
 "#;
     let p = dir.join("campaign.toml");
     std::fs::write(&p, text).unwrap();
@@ -74,8 +88,8 @@ fn every_sglang_command_line_of_the_main_campaign_parses_with_sglangs_own_parser
         })
         .collect();
     // AR, DFlash and DDTree at TP 1/4/8, every DDTree budget, MTP with
-    // SGLang's own mamba flags.
-    assert_eq!(argvs.len(), 3 + 3 + 18 + 1, "{:?}", plan.groups.len());
+    // SGLang's own mamba flags, and three layouts beyond TP.
+    assert_eq!(argvs.len(), 3 + 3 + 18 + 1 + 3, "{:?}", plan.groups.len());
     let joined: Vec<String> = argvs.iter().map(|a| a.join(" ")).collect();
     for part in [
         "--speculative-algorithm DDTREE",
@@ -83,6 +97,9 @@ fn every_sglang_command_line_of_the_main_campaign_parses_with_sglangs_own_parser
         "--speculative-algorithm NEXTN",
         "--max-mamba-cache-size 64",
         "--tp-size 8",
+        "--dp-size 2",
+        "--attn-dp-size 8 --ep-size 8",
+        "--pp-size 2",
     ] {
         assert!(
             joined.iter().any(|l| l.contains(part)),

@@ -502,7 +502,8 @@ grace_period = "10s"
 #[test]
 fn every_flag_the_vllm_adapter_emits_is_accepted_by_the_real_vllm_parser() {
     let dir = tempfile::tempdir().unwrap();
-    // One server per speculative method plus every shared setting.
+    // One server per speculative method plus every shared setting and
+    // layout size.
     let text = r#"
 [campaign]
 name = "flags"
@@ -512,7 +513,7 @@ name = "m"
 [engine]
 kind = "vllm"
 [hardware]
-gpus = [0, 1]
+gpus = [0, 1, 2, 3, 4, 5, 6, 7]
 [defaults]
 mem_fraction = 0.8
 max_running_requests = 8
@@ -520,8 +521,12 @@ context_length = 4096
 [[server]]
 id = "ar"
 tp = 2
+dp = 2
+pp = 2
 [[server]]
 id = "ngram"
+dp = 2
+ep = 2
 speculative = { method = "ngram", num_draft_tokens = 3 }
 [[server]]
 id = "eagle"

@@ -7,8 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::super::{CampaignError, OneOrMany, RawCampaign, RawServer, Source, SpecEntry};
+use super::super::{
+    CampaignError, OneOrMany, RawCampaign, RawMatrix, RawServer, Source, SpecEntry,
+};
 use super::{check_path_id, expand_env};
+use crate::engine::layout::{self, Layout};
 use crate::engine::{placeholders, EngineKind, ServerSpec, Speculative};
 
 /// One server configuration: everything that needs its own server process.
@@ -18,6 +21,19 @@ pub struct ServerConfig {
     pub id: String,
     /// Tensor-parallel size.
     pub tp: u32,
+    /// Data-parallel replicas (a size of 1 is not written, so configs
+    /// without layouts keep their identities).
+    #[serde(default = "layout::one", skip_serializing_if = "layout::is_one")]
+    pub dp: u32,
+    /// Attention data-parallel groups inside the TP group.
+    #[serde(default = "layout::one", skip_serializing_if = "layout::is_one")]
+    pub dp_attention: u32,
+    /// Expert-parallel size.
+    #[serde(default = "layout::one", skip_serializing_if = "layout::is_one")]
+    pub ep: u32,
+    /// Pipeline stages.
+    #[serde(default = "layout::one", skip_serializing_if = "layout::is_one")]
+    pub pp: u32,
     /// Memory fraction.
     pub mem_fraction: Option<f64>,
     /// Max running requests.
@@ -52,9 +68,21 @@ impl ServerConfig {
         value
     }
 
-    /// GPUs the server occupies: its tensor-parallel size (a CPU engine's is 1).
+    /// Its parallel layout.
+    pub fn layout(&self) -> Layout {
+        Layout {
+            tp: self.tp,
+            dp: self.dp,
+            dp_attention: self.dp_attention,
+            ep: self.ep,
+            pp: self.pp,
+        }
+    }
+
+    /// GPUs the server occupies, as its engine counts them: TP × DP × PP
+    /// (see [`Layout::gpus`]).
     pub fn gpus(&self) -> u32 {
-        self.tp.max(1)
+        self.layout().gpus()
     }
 
     /// A parameter's value as text for `--only key=value` filters and id templates.
@@ -62,6 +90,11 @@ impl ServerConfig {
         Some(match key {
             "server" | "id" => self.id.clone(),
             "tp" => self.tp.to_string(),
+            "dp" => self.dp.to_string(),
+            "dp_attention" => self.dp_attention.to_string(),
+            "ep" => self.ep.to_string(),
+            "pp" => self.pp.to_string(),
+            "layout" => self.layout().label(),
             "mem_fraction" => self.mem_fraction?.to_string(),
             "max_running_requests" => self.max_running_requests?.to_string(),
             "context_length" => self.context_length?.to_string(),
@@ -108,6 +141,10 @@ impl ServerConfig {
             host: "127.0.0.1".into(),
             port: 0,
             tp: self.tp,
+            dp: self.dp,
+            dp_attention: self.dp_attention,
+            ep: self.ep,
+            pp: self.pp,
             mem_fraction: self.mem_fraction,
             max_running_requests: self.max_running_requests,
             context_length: self.context_length,
@@ -158,6 +195,10 @@ fn merge_server<'a>(
             .map(|i| i.get_ref().clone())
             .unwrap_or_else(|| "default".into()),
         tp: s.tp.or(d.tp).unwrap_or(1),
+        dp: s.dp.or(d.dp).unwrap_or(1),
+        dp_attention: s.dp_attention.or(d.dp_attention).unwrap_or(1),
+        ep: s.ep.or(d.ep).unwrap_or(1),
+        pp: s.pp.or(d.pp).unwrap_or(1),
         mem_fraction: s.mem_fraction.or(d.mem_fraction),
         max_running_requests: s.max_running_requests.or(d.max_running_requests),
         context_length: s.context_length.or(d.context_length),
@@ -272,8 +313,8 @@ fn check_server(
     if let Err(rule) = check_path_id(&s.id) {
         return Err(src.error_at(at, format!("server id `{}` {rule}", s.id)));
     }
-    if s.tp == 0 {
-        return Err(src.error_at(at, format!("server `{}`: tp must be at least 1", s.id)));
+    if let Err(e) = s.layout().check(engine) {
+        return Err(src.error_at(at, format!("server `{}`: {e}", s.id)));
     }
     if let Some(f) = s.mem_fraction {
         if !(f > 0.0 && f <= 1.0) {
@@ -352,123 +393,7 @@ pub(super) fn expand_servers(
         out.push((cfg, at));
     }
     for m in &raw.matrix {
-        let at = m.id.span().start;
-        let empty = |axis: &str, is_empty: bool| -> Result<(), CampaignError> {
-            if is_empty {
-                return Err(src.error_at(
-                    at,
-                    format!(
-                        "`{axis} = []` in matrix `{}` leaves no server to run: give at least one value, or drop the key for the default",
-                        m.id.get_ref()
-                    ),
-                ));
-            }
-            Ok(())
-        };
-        let axis_empty = |v: Option<usize>| v == Some(0);
-        empty("tp", axis_empty(m.tp.as_ref().map(|v| v.to_vec().len())))?;
-        empty(
-            "mem_fraction",
-            axis_empty(m.mem_fraction.as_ref().map(|v| v.to_vec().len())),
-        )?;
-        empty(
-            "max_running_requests",
-            axis_empty(m.max_running_requests.as_ref().map(|v| v.to_vec().len())),
-        )?;
-        empty(
-            "context_length",
-            axis_empty(m.context_length.as_ref().map(|v| v.to_vec().len())),
-        )?;
-        empty(
-            "budget",
-            axis_empty(m.budget.as_ref().map(|v| v.to_vec().len())),
-        )?;
-        empty(
-            "speculative",
-            axis_empty(m.speculative.as_ref().map(|v| v.get_ref().len())),
-        )?;
-        let tps =
-            m.tp.as_ref()
-                .map(OneOrMany::to_vec)
-                .unwrap_or_else(|| vec![raw.defaults.tp.unwrap_or(1)]);
-        let mems: Vec<Option<f64>> = m
-            .mem_fraction
-            .as_ref()
-            .map(|v| v.to_vec().into_iter().map(Some).collect())
-            .unwrap_or_else(|| vec![None]);
-        let mrrs: Vec<Option<u32>> = m
-            .max_running_requests
-            .as_ref()
-            .map(|v| v.to_vec().into_iter().map(Some).collect())
-            .unwrap_or_else(|| vec![None]);
-        let ctxs: Vec<Option<u64>> = m
-            .context_length
-            .as_ref()
-            .map(|v| v.to_vec().into_iter().map(Some).collect())
-            .unwrap_or_else(|| vec![None]);
-        let mut specs: Vec<Option<Speculative>> = Vec::new();
-        match &m.speculative {
-            None => specs.push(None),
-            Some(list) => {
-                for e in list.get_ref() {
-                    match e {
-                        SpecEntry::Name(n) if n == "none" => specs.push(None),
-                        SpecEntry::Name(n) => {
-                            return Err(src.error(list, format!("speculative entry `{n}` is not a table; use \"none\" or {{ method = \"eagle\", ... }}")))
-                        }
-                        SpecEntry::Settings(s) => specs.push(Some(s.clone())),
-                    }
-                }
-            }
-        }
-        let budgets: Vec<Option<u32>> = m
-            .budget
-            .as_ref()
-            .map(|v| v.to_vec().into_iter().map(Some).collect())
-            .unwrap_or_else(|| vec![None]);
-        for &tp in &tps {
-            for &mem in &mems {
-                for &mrr in &mrrs {
-                    for &ctx in &ctxs {
-                        for spec in &specs {
-                            let variants: Vec<(Option<Speculative>, Option<u32>)> = match spec {
-                                None => vec![(None, None)],
-                                Some(s) => budgets
-                                    .iter()
-                                    .map(|b| {
-                                        let mut s = s.clone();
-                                        if let Some(b) = b {
-                                            s.num_draft_tokens = Some(*b);
-                                        }
-                                        (Some(s), *b)
-                                    })
-                                    .collect(),
-                            };
-                            for (spec, _) in variants {
-                                let raw_server = RawServer {
-                                    id: None,
-                                    tp: Some(tp),
-                                    mem_fraction: mem,
-                                    max_running_requests: mrr,
-                                    context_length: ctx,
-                                    speculative: spec.clone(),
-                                    args: Vec::new(),
-                                    env: BTreeMap::new(),
-                                    expected_failure: None,
-                                };
-                                let (mut cfg, written) =
-                                    merge_server(raw, &raw_server, &m.args, &m.env);
-                                cfg.speculative = spec;
-                                cfg.id = render_id(m.id.get_ref(), &cfg)
-                                    .map_err(|e| src.error(&m.id, e))?;
-                                check_server(src, raw.engine.kind, at, &mut cfg, &written)?;
-                                out.push((cfg, at));
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        expand_matrix(raw, src, m, &mut out)?;
     }
     if out.is_empty() {
         let only = RawServer {
@@ -486,6 +411,131 @@ pub(super) fn expand_servers(
         }
     }
     Ok(out.into_iter().map(|(c, _)| c).collect())
+}
+
+/// The servers of one `[[matrix]]`: the product of its axes, earlier axes
+/// outermost, each speculative variant once per budget.
+fn expand_matrix(
+    raw: &RawCampaign,
+    src: &Source,
+    m: &RawMatrix,
+    out: &mut Vec<(ServerConfig, usize)>,
+) -> Result<(), CampaignError> {
+    let at = m.id.span().start;
+    let len = |v: &Option<OneOrMany<u32>>| v.as_ref().map(|v| v.to_vec().len());
+    let axes = [
+        ("tp", len(&m.tp)),
+        ("dp", len(&m.dp)),
+        ("dp_attention", len(&m.dp_attention)),
+        ("ep", len(&m.ep)),
+        ("pp", len(&m.pp)),
+        (
+            "mem_fraction",
+            m.mem_fraction.as_ref().map(|v| v.to_vec().len()),
+        ),
+        ("max_running_requests", len(&m.max_running_requests)),
+        (
+            "context_length",
+            m.context_length.as_ref().map(|v| v.to_vec().len()),
+        ),
+        ("budget", len(&m.budget)),
+        (
+            "speculative",
+            m.speculative.as_ref().map(|v| v.get_ref().len()),
+        ),
+    ];
+    if let Some((axis, _)) = axes.iter().find(|(_, n)| *n == Some(0)) {
+        return Err(src.error_at(
+            at,
+            format!(
+                "`{axis} = []` in matrix `{}` leaves no server to run: give at least one value, or drop the key for the default",
+                m.id.get_ref()
+            ),
+        ));
+    }
+    let mut servers = vec![RawServer::default()];
+    multiply(&mut servers, &m.tp, |s, v| s.tp = Some(v));
+    multiply(&mut servers, &m.dp, |s, v| s.dp = Some(v));
+    multiply(&mut servers, &m.dp_attention, |s, v| {
+        s.dp_attention = Some(v)
+    });
+    multiply(&mut servers, &m.ep, |s, v| s.ep = Some(v));
+    multiply(&mut servers, &m.pp, |s, v| s.pp = Some(v));
+    multiply(&mut servers, &m.mem_fraction, |s, v| {
+        s.mem_fraction = Some(v)
+    });
+    multiply(&mut servers, &m.max_running_requests, |s, v| {
+        s.max_running_requests = Some(v)
+    });
+    multiply(&mut servers, &m.context_length, |s, v| {
+        s.context_length = Some(v)
+    });
+    let variants = OneOrMany::Many(speculative_variants(src, m)?);
+    multiply(&mut servers, &Some(variants), |s, v| s.speculative = v);
+    for raw_server in servers {
+        let (mut cfg, written) = merge_server(raw, &raw_server, &m.args, &m.env);
+        // The matrix decides speculation: without the axis its servers decode
+        // autoregressively, whatever [defaults] say.
+        cfg.speculative = raw_server.speculative.clone();
+        cfg.id = render_id(m.id.get_ref(), &cfg).map_err(|e| src.error(&m.id, e))?;
+        check_server(src, raw.engine.kind, at, &mut cfg, &written)?;
+        out.push((cfg, at));
+    }
+    Ok(())
+}
+
+/// Every server of `servers` once per value of an axis, when the matrix has it.
+fn multiply<T: Clone>(
+    servers: &mut Vec<RawServer>,
+    axis: &Option<OneOrMany<T>>,
+    set: impl Fn(&mut RawServer, T),
+) {
+    let Some(values) = axis.as_ref().map(OneOrMany::to_vec) else {
+        return;
+    };
+    *servers = servers
+        .iter()
+        .flat_map(|s| {
+            values.iter().map(|v| {
+                let mut s = s.clone();
+                set(&mut s, v.clone());
+                s
+            })
+        })
+        .collect();
+}
+
+/// A matrix's speculative variants, each budget applied to each table
+/// (`"none"` is autoregressive and takes no budget).
+fn speculative_variants(
+    src: &Source,
+    m: &RawMatrix,
+) -> Result<Vec<Option<Speculative>>, CampaignError> {
+    let Some(list) = &m.speculative else {
+        return Ok(vec![None]);
+    };
+    let budgets: Vec<Option<u32>> = m
+        .budget
+        .as_ref()
+        .map(|v| v.to_vec().into_iter().map(Some).collect())
+        .unwrap_or_else(|| vec![None]);
+    let mut out = Vec::new();
+    for e in list.get_ref() {
+        match e {
+            SpecEntry::Name(n) if n == "none" => out.push(None),
+            SpecEntry::Name(n) => {
+                return Err(src.error(list, format!("speculative entry `{n}` is not a table; use \"none\" or {{ method = \"eagle\", ... }}")))
+            }
+            SpecEntry::Settings(s) => out.extend(budgets.iter().map(|b| {
+                let mut s = s.clone();
+                if let Some(b) = b {
+                    s.num_draft_tokens = Some(*b);
+                }
+                Some(s)
+            })),
+        }
+    }
+    Ok(out)
 }
 
 /// A matrix id template such as `{method}-tp{tp}` filled in for one config.
@@ -507,12 +557,13 @@ fn render_id(template: &str, cfg: &ServerConfig) -> Result<String, String> {
                 .map(|b| b.to_string())
                 .unwrap_or_else(|| "none".into()),
             "method" => cfg.method_name(),
-            "tp" | "mem_fraction" | "max_running_requests" | "context_length" => {
+            "tp" | "dp" | "dp_attention" | "ep" | "pp" | "layout" | "mem_fraction"
+            | "max_running_requests" | "context_length" => {
                 cfg.param(key).unwrap_or_else(|| "default".into())
             }
             other => {
                 return Err(format!(
-                    "unknown placeholder `{{{other}}}` in id template; allowed: {{tp}}, {{method}}, {{budget}}, {{mem_fraction}}, {{max_running_requests}}, {{context_length}}"
+                    "unknown placeholder `{{{other}}}` in id template; allowed: {{tp}}, {{dp}}, {{dp_attention}}, {{ep}}, {{pp}}, {{layout}}, {{method}}, {{budget}}, {{mem_fraction}}, {{max_running_requests}}, {{context_length}}"
                 ))
             }
         };
@@ -543,6 +594,62 @@ pub fn twin_ordinals(servers: &[ServerConfig]) -> BTreeMap<String, u32> {
 mod tests {
     use super::super::tests::{campaign, HEAD, WL};
     use std::path::PathBuf;
+
+    #[test]
+    fn layout_axes_expand_with_their_placeholders_and_count_gpus_as_the_engine_does() {
+        let text = format!(
+            "{HEAD}[[matrix]]\nid = \"{{layout}}\"\ntp = [4, 2]\ndp = [1, 2]\nargs = [\"--dist-timeout={{dp}}\"]\n\
+             [[server]]\nid = \"moe\"\ntp = 8\ndp_attention = 8\nep = 8\n\
+             [[server]]\nid = \"pp\"\ntp = 4\npp = 2\n{WL}"
+        );
+        let c = campaign(&text).unwrap();
+        let got: Vec<(&str, u32)> = c
+            .servers
+            .iter()
+            .map(|s| (s.id.as_str(), s.gpus()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("moe", 8),
+                ("pp", 8),
+                ("tp4", 4),
+                ("tp4-dp2", 8),
+                ("tp2", 2),
+                ("tp2-dp2", 4)
+            ]
+        );
+        assert_eq!(c.servers[3].args.last().unwrap(), "--dist-timeout=2");
+        assert_eq!(c.servers[0].param("ep").as_deref(), Some("8"));
+        // A size of 1 is left out of the identity, so configs without
+        // layouts keep the cells they measured; a size beyond 1 enters it.
+        let tp_only = c.servers[2].settings();
+        assert!(tp_only.get("dp").is_none(), "{tp_only}");
+        assert_eq!(c.servers[3].settings()["dp"], 2);
+    }
+
+    #[test]
+    fn layouts_an_engine_cannot_start_and_sizes_in_args_are_refused_at_their_line() {
+        let err = |server: &str| {
+            campaign(&format!("{HEAD}[[server]]\nid = \"x\"\n{server}\n{WL}"))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err("tp = 4\nep = 3");
+        assert!(
+            e.contains("c.toml:9:") && e.contains("ep in 1, 2, 4"),
+            "{e}"
+        );
+        let e = err("tp = 2\nargs = [\"--data-parallel-size\", \"4\"]");
+        assert!(
+            e.contains("sets a parallel size") && e.contains("set dp instead"),
+            "{e}"
+        );
+        let e = err("tp = 8\nargs = [\"--enable-dp-attention\"]");
+        assert!(e.contains("dp_attention"), "{e}");
+        let e = err("dp = 0");
+        assert!(e.contains("dp must be at least 1"), "{e}");
+    }
 
     #[test]
     fn matrix_expands_the_product_and_budgets_skip_autoregressive() {

@@ -76,8 +76,10 @@ pub struct Speed {
     /// Tokens each running sequence has verified per step (1, or the
     /// speculative drafts plus one).
     pub verified_per_step: f64,
-    /// Most sequences the server runs at once.
+    /// Most sequences the server runs at once, per replica.
     pub max_running: Option<u64>,
+    /// Data-parallel replicas sharing the load, each at this speed.
+    pub replicas: u32,
     /// Requests after which the server dies (simulator fault), counted from its start.
     pub crash_after: Option<u64>,
     /// Where the figures come from, for `plan`.
@@ -122,7 +124,12 @@ impl Speed {
     /// overhead not); a session's turns are those of its scenario in `scenarios`.
     pub fn load_s(&self, w: &WorkloadPoint, scenarios: &Scenarios) -> f64 {
         let cap = self.max_running.unwrap_or(u64::MAX).max(1) as f64;
-        let units = w.num_requests.map(|n| (n + w.warmup) as f64);
+        // Each replica serves its share of the load: the units, the streams
+        // and the rate divide among them.
+        let replicas = f64::from(self.replicas.max(1));
+        let units = w
+            .num_requests
+            .map(|n| ((n + w.warmup) as f64 / replicas).ceil());
         let turns = unit_turns(w, scenarios);
         let unit_s = |running: f64| self.unit_s(&turns, running);
         let one_alone = unit_s(1.0);
@@ -130,7 +137,8 @@ impl Speed {
             LoadShape::Concurrency { value } => {
                 // No more run at once than the server admits or the units
                 // (requests, or sessions of turns in sequence) there are.
-                let running = (value as f64)
+                let running = (value as f64 / replicas)
+                    .ceil()
                     .min(cap)
                     .min(units.unwrap_or(f64::MAX).max(1.0));
                 let one = unit_s(running);
@@ -150,8 +158,13 @@ impl Speed {
                 ..
             } => {
                 // In flight at this rate (Little's law), capped by the server and the client.
-                let limit = cap.min(max_concurrency.map(f64::from).unwrap_or(f64::MAX));
-                let running = (value * one_alone).clamp(1.0, limit);
+                let value = value / replicas;
+                let limit = cap.min(
+                    max_concurrency
+                        .map(|m| f64::from(m) / replicas)
+                        .unwrap_or(f64::MAX),
+                );
+                let running = (value * one_alone).clamp(1.0, limit.max(1.0));
                 let one = unit_s(running);
                 let served = running / one;
                 units.map(|n| n / value.min(served) + one)

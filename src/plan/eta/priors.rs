@@ -165,13 +165,13 @@ pub struct Facts {
 pub fn startup_prior_s(
     engine: EngineKind,
     weights_total_bytes: Option<f64>,
-    tp: u32,
+    ranks: u32,
     eager: bool,
     cpu: Option<CpuSpeed>,
 ) -> f64 {
     let life = engine.lifecycle();
     let gb = weights_total_bytes.unwrap_or(0.0) / 1e9;
-    let extra_ranks = tp.saturating_sub(1) as f64;
+    let extra_ranks = ranks.saturating_sub(1) as f64;
     let mut prior = if life.python {
         // Python imports, engine core and memory profiling: the 135M model
         // came up in 27–42 s (mean 34 s) on the reference machine's 2 cores
@@ -245,6 +245,7 @@ pub fn sim_speed(cfg: &SimConfig) -> Speed {
         compute_s_per_token: 0.0,
         verified_per_step: 1.0,
         max_running: Some(cfg.max_running_requests as u64),
+        replicas: cfg.dp.max(1),
         crash_after: cfg.crash_after,
         basis: format!(
             "simulator timing model: {} ms/step + {} ms/seq, {} tok/s prefill{}",
@@ -271,6 +272,7 @@ pub fn gpu_speed(gpu: &GpuFigures, weights: f64, kv_per_token: f64, layers: u32,
     // Parameters at BF16 (2 bytes each); a forward pass costs 2 FLOPs per parameter per token.
     let flops_per_token = 2.0 * weights / 2.0;
     Speed {
+        replicas: 1,
         request_overhead_s: 0.005,
         prefill_tok_s: gpu.bf16_flops * PREFILL_MFU / flops_per_token.max(1.0),
         // Prefills share the GPU's compute: concurrent ones queue.
@@ -316,6 +318,7 @@ pub fn cpu_speed(engine: EngineKind, model_bytes: f64, threads: u32, cpu: CpuSpe
         // Compute-bound kernels: prefills queue, attention grows with the
         // prompt, and each running sequence adds a share of a pass.
         EngineKind::Llamacpp => Speed {
+            replicas: 1,
             request_overhead_s: 0.01 / f,
             prefill_tok_s: CPU_PREFILL_OVER_DECODE / t1,
             serial_prefill: true,
@@ -333,6 +336,7 @@ pub fn cpu_speed(engine: EngineKind, model_bytes: f64, threads: u32, cpu: CpuSpe
         // The Python engines batch prefills into large matmuls and pay a
         // per-step scheduling cost that dwarfs each extra sequence.
         _ => Speed {
+            replicas: 1,
             request_overhead_s: CPU_ENGINE_REQUEST_OVERHEAD_S / f,
             prefill_tok_s: CPU_ENGINE_PREFILL_TOKENS_PER_PASS / t1,
             serial_prefill: false,
@@ -353,6 +357,7 @@ pub fn cpu_speed(engine: EngineKind, model_bytes: f64, threads: u32, cpu: CpuSpe
 /// Speed from the campaign's own `[run]` guesses.
 pub fn guessed_speed(decode_tok_s: f64, prefill_tok_s: f64) -> Speed {
     Speed {
+        replicas: 1,
         request_overhead_s: 0.0,
         prefill_tok_s,
         // A prefill rate is the GPU's: concurrent prompts share it.
@@ -537,5 +542,11 @@ pub fn prior_speed(
     .into_iter()
     .flatten()
     .min();
+    if s.dp > 1 && c.engine.kind != EngineKind::Sim {
+        speed.replicas = s.dp;
+        speed
+            .basis
+            .push_str(&format!("; {} data-parallel replicas share the load", s.dp));
+    }
     speed
 }

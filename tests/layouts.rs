@@ -1,0 +1,222 @@
+//! Parallel layouts (`dp`, `dp_attention`, `ep`, `pp`): the GPUs each
+//! server holds as its engine counts them, the plan's packing of them, and
+//! data-parallel replicas served end to end by the simulator.
+
+use crate::common::*;
+
+/// Four simulator servers, TP 1 and 2 each with one and two replicas, one
+/// running request per replica; two streams at once.
+fn dp_campaign() -> String {
+    steady_sim_campaign("layouts", "5")
+        + r#"
+[defaults]
+max_running_requests = 1
+[[matrix]]
+id = "{layout}"
+tp = [1, 2]
+dp = [1, 2]
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 32
+concurrency = 2
+num_requests = 8
+[run]
+health_timeout = "30s"
+"#
+}
+
+#[test]
+fn a_simulator_campaign_over_dp_layouts_runs_and_divides_throughput_by_the_gpus_each_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = write_campaign(dir.path(), dp_campaign());
+    let (code, out, err) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let results = dir.path().join("results/layouts");
+    let stored = cells(&results);
+    assert_eq!(stored.len(), 4, "{:?}", stored.keys());
+    // The replicas are the server's own: its launch asked the simulator for them.
+    let log = std::fs::read_to_string(results.join("logs/tp2-dp2.log")).unwrap();
+    assert!(log.contains("2 replica(s)"), "{log}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(results.join("report.json")).unwrap()).unwrap();
+    let rows = report["cells"].as_array().unwrap();
+    let gpus: Vec<(String, u64)> = rows
+        .iter()
+        .map(|r| {
+            let thru = r["output_tok_s"].as_f64().unwrap();
+            let per_gpu = r["output_tok_s_per_gpu"].as_f64().unwrap();
+            let gpus = r["gpus"].as_u64().unwrap();
+            assert!(
+                (per_gpu - thru / gpus as f64).abs() < 1e-9,
+                "{}: {per_gpu} per GPU of {thru} over {gpus}",
+                r["server_id"]
+            );
+            (r["server_id"].as_str().unwrap().to_string(), gpus)
+        })
+        .collect();
+    let want =
+        [("tp1", 1), ("tp1-dp2", 2), ("tp2", 2), ("tp2-dp2", 4)].map(|(s, g)| (s.to_string(), g));
+    assert_eq!(gpus, want);
+    assert_eq!(rows[1]["layout"], "tp1-dp2");
+    // A replica admits one request, so a second stream waits a whole
+    // answer without replicas and not at all with two: the layout did
+    // happen, and the report does not call the two-replica cells
+    // under-loaded against one replica's limit.
+    let ttft = |i: usize| rows[i]["ttft_p50_ms"].as_f64().unwrap();
+    assert!(ttft(0) > 4.0 * ttft(1), "{} vs {}", ttft(0), ttft(1));
+    assert!(rows[0]["under_loaded"].is_string(), "{}", rows[0]);
+    assert!(rows[1]["under_loaded"].is_null(), "{}", rows[1]);
+}
+
+/// A vLLM campaign of the layouts an 8-GPU box weighs. Its `vllm` is a
+/// script in `dir` that states a release, all the plan asks of the engine.
+fn vllm_layouts(dir: &std::path::Path, extra: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let vllm = dir.join("vllm");
+    std::fs::write(&vllm, "#!/bin/sh\necho 0.32.0\n").unwrap();
+    std::fs::set_permissions(&vllm, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let vllm = vllm.display();
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/models/Qwen3-8B"
+    );
+    format!(
+        r#"
+[campaign]
+name = "layouts"
+results_dir = "results"
+[model]
+path = "{model}"
+config = "{model}"
+[engine]
+kind = "vllm"
+executable = ["{vllm}"]
+[hardware]
+gpus = [0, 1, 2, 3, 4, 5, 6, 7]
+gpu = "h100"
+[[server]]
+id = "tp8"
+tp = 8
+[[server]]
+id = "tp4-dp2"
+tp = 4
+dp = 2
+[[server]]
+id = "tp2-dp4"
+tp = 2
+dp = 4
+[[server]]
+id = "tp1-dp8"
+dp = 8
+[[server]]
+id = "tp4-pp2"
+tp = 4
+pp = 2
+[[server]]
+id = "tp2"
+tp = 2
+[[server]]
+id = "tp4"
+tp = 4
+{extra}
+[[workload]]
+name = "w"
+input_len = 512
+output_len = 128
+concurrency = 8
+num_requests = 16
+"#
+    )
+}
+
+#[test]
+fn plan_counts_each_layouts_gpus_and_packs_them_within_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_campaign(dir.path(), vllm_layouts(dir.path(), ""));
+    let plan = |parallel: &str| -> serde_json::Value {
+        let (code, json, err) = run(&[
+            "plan",
+            "--json",
+            "--parallel",
+            parallel,
+            file.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&json).unwrap()
+    };
+    let one = plan("1");
+    let groups = one["groups"].as_array().unwrap();
+    let gpus: Vec<(&str, u64)> = groups
+        .iter()
+        .map(|g| {
+            (
+                g["server"]["id"].as_str().unwrap(),
+                g["gpus"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        gpus,
+        [
+            ("tp8", 8),
+            ("tp4-dp2", 8),
+            ("tp2-dp4", 8),
+            ("tp1-dp8", 8),
+            ("tp4-pp2", 8),
+            ("tp2", 2),
+            ("tp4", 4)
+        ]
+    );
+    // Side by side, the 8-GPU layouts each hold the whole box: only TP 2
+    // and TP 4 (6 GPUs of 8) share it, so four slots save just the time of
+    // the shorter of those two.
+    let eta = |p: &serde_json::Value| p["totals"]["eta_s"].as_f64().unwrap();
+    let four = plan("4");
+    let secs = |id: &str| {
+        groups
+            .iter()
+            .find(|g| g["server"]["id"] == id)
+            .map(|g| {
+                g["startup_eta_s"].as_f64().unwrap()
+                    + g["cells"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|c| c["eta_s"].as_f64().unwrap())
+                        .sum::<f64>()
+            })
+            .unwrap()
+    };
+    let saved = eta(&one) - eta(&four);
+    assert!(saved > 0.0, "{saved}");
+    assert!(saved <= secs("tp2").min(secs("tp4")) + 1e-6, "{saved}");
+    // The launch commands say the same layout in vLLM's words.
+    let (code, text, err) = run(&["plan", "--show-commands", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("server tp2-dp4 (tp2-dp4, 8 GPUs, ar)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--tensor-parallel-size 2 --data-parallel-size 4"),
+        "{text}"
+    );
+    assert!(text.contains("--pipeline-parallel-size 2"), "{text}");
+}
+
+#[test]
+fn a_layout_beyond_the_pool_is_skipped_with_the_sizes_that_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_campaign(
+        dir.path(),
+        vllm_layouts(dir.path(), "[[server]]\nid = \"tp2-dp8\"\ntp = 2\ndp = 8\n"),
+    );
+    let (code, text, err) = run(&["plan", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("layout tp2-dp8 (TP × DP × PP) needs 16 GPUs but the pool has 8")
+            && text.contains("dp = 4 fits"),
+        "{text}"
+    );
+}
