@@ -8,13 +8,14 @@
 //!
 //! - [`util`]: units, flag values, shell quoting, atomic writes, secrets, the
 //!   seeded generator, plain-text tables, short SHA-256 digests.
-//! - [`memory`]: GPU memory, KV capacity, GPU datasheets (pure), each
-//!   engine's memory rules in one file.
 //! - [`telemetry`]: Prometheus, engine logs, GPU samples (pure parsers), each
 //!   engine's metric names and log phrases in one file.
 //! - [`failure`]: failure classes with their evidence.
-//! - [`engine`]: server configs to engine command lines; each engine's flags
-//!   and start-up and stop priors in one file.
+//! - [`engine`]: server configs to engine command lines, parallel layouts
+//!   and the GPUs they hold; each engine's flags and start-up and stop priors
+//!   in one file.
+//! - [`memory`]: GPU memory, KV capacity, GPU datasheets (pure), each
+//!   engine's memory rules in one file, for each server's parallel layout.
 //! - [`client`]: the streaming OpenAI-compatible HTTP client, SSE, raw records.
 //! - [`workload`]: tokenizers, exact-length prompts, prompt kinds, datasets, scenarios.
 //! - [`sim`]: the built-in simulated server.

@@ -220,3 +220,35 @@ fn a_layout_beyond_the_pool_is_skipped_with_the_sizes_that_fit() {
         "{text}"
     );
 }
+
+#[test]
+fn plan_refuses_layouts_that_cannot_split_the_model_with_the_sizes_that_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = vllm_layouts(dir.path(), "")
+        .replace("Qwen3-8B", "DeepSeek-V2-Lite")
+        .replace(
+            "[[workload]]",
+            "[[server]]\nid = \"ep6\"\ntp = 2\ndp = 3\nep = 6\n\
+             [[server]]\nid = \"pp32\"\ntp = 1\npp = 32\n[[workload]]",
+        );
+    let file = write_campaign(dir.path(), text);
+    let (code, text, err) = run(&["plan", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let block = |id: &str| -> String {
+        let start = text.find(&format!("server {id} (")).unwrap();
+        text[start..].split("\n\n").next().unwrap().to_string()
+    };
+    let ep6 = block("ep6");
+    assert!(
+        ep6.contains("64 routed experts, which EP6 cannot split evenly")
+            && ep6.contains("vLLM's EP size is TP × DP, so with tp = 2 use dp in 1, 2, 4"),
+        "{ep6}"
+    );
+    assert!(ep6.contains("skip"), "{ep6}");
+    let pp = block("pp32");
+    assert!(pp.contains("pp 32 exceeds the model's 27 layers"), "{pp}");
+    // A layout that splits it is planned to run, with its ranks' pools.
+    let dp8 = block("tp1-dp8");
+    assert!(dp8.contains("per data rank × 8 ranks"), "{dp8}");
+    assert!(!dp8.contains("ERROR"), "{dp8}");
+}

@@ -40,6 +40,8 @@ pub use sizes::{
 
 use serde::Serialize;
 
+use crate::engine::layout::Layout;
+
 use engine_rules::StatePool;
 use sizes::Sizes;
 
@@ -100,8 +102,9 @@ pub struct MambaArgs {
 pub struct MemoryInputs {
     /// Memory rule to apply.
     pub engine: EngineRule,
-    /// Tensor-parallel size.
-    pub tp: u32,
+    /// Parallel layout: TP, and the data, attention-data, expert and
+    /// pipeline sizes beyond it.
+    pub layout: Layout,
     /// Total memory of one GPU, as the driver reports it.
     pub gpu_memory_bytes: u64,
     /// `--mem-fraction-static` (SGLang) or `--gpu-memory-utilization` (vLLM); engine default when absent.
@@ -141,7 +144,7 @@ impl MemoryInputs {
     pub fn new(engine: EngineRule, tp: u32, gpu_memory_bytes: u64) -> Self {
         MemoryInputs {
             engine,
-            tp,
+            layout: Layout::tp(tp),
             gpu_memory_bytes,
             mem_fraction: None,
             max_running_requests: None,
@@ -277,6 +280,10 @@ pub struct Estimate {
     pub engine: EngineRule,
     /// Tensor-parallel size.
     pub tp: u32,
+    /// Ranks that each hold a KV pool of their own tokens and a batch of
+    /// their own (data-parallel replicas, SGLang's attention-DP groups);
+    /// the capacities and running requests below are per rank.
+    pub data_ranks: u32,
     /// Total memory of one GPU.
     pub gpu_memory_bytes: u64,
     /// Memory fraction in force (given or engine default).
@@ -307,11 +314,11 @@ pub struct Estimate {
     pub intermediate_conv_bytes_per_gpu: u64,
     /// State slots one running request takes (None without recurrent layers).
     pub state_slots_per_request: Option<u64>,
-    /// Tokens the KV pool holds.
+    /// Tokens the KV pool of one data rank holds.
     pub kv_capacity_tokens: u64,
     /// Recurrent-state slots (None for models without recurrent layers).
     pub state_slots: Option<u64>,
-    /// Running requests the server will allow.
+    /// Running requests one data rank will allow.
     pub max_running_requests: u64,
     /// Requests of `request_tokens` that fit at once (None when no length was given).
     pub max_concurrent_requests: Option<u64>,
@@ -400,7 +407,7 @@ fn with_ssm_dtype(model: &ModelInfo, inputs: &MemoryInputs) -> ModelInfo {
 fn figures(model: &ModelInfo, inputs: &MemoryInputs) -> (Estimate, f64, Option<u64>) {
     let rules = engine_rules::rules(inputs.engine);
     let mut assumptions = Vec::new();
-    let tp = inputs.tp.max(1);
+    let tp = inputs.layout.tp.max(1);
     let total = inputs.gpu_memory_bytes as f64;
     let speculative = inputs.draft.is_some()
         || inputs.draft_weights_bytes.is_some()
@@ -465,7 +472,14 @@ fn figures(model: &ModelInfo, inputs: &MemoryInputs) -> (Estimate, f64, Option<u
 
     let context = inputs.context_length.or(model.max_context);
     let state_limit = pool.slots.map(|s| s / pool.slots_per_request.max(1));
-    let requested_running = inputs.max_running_requests.map_or_else(
+    let ranks = data_ranks(inputs.engine, inputs.layout);
+    // SGLang divides the server's --max-running-requests among its
+    // attention-DP groups; a replica (either engine) takes it whole.
+    let asked_per_rank = inputs.max_running_requests.map(|m| match inputs.engine {
+        EngineRule::Sglang => (m / inputs.layout.dp_attention.max(1)).max(1),
+        EngineRule::Vllm => m,
+    });
+    let requested_running = asked_per_rank.map_or_else(
         || rules.default_max_running(kv_capacity, context, inputs.gpu_memory_bytes),
         u64::from,
     );
@@ -492,6 +506,7 @@ fn figures(model: &ModelInfo, inputs: &MemoryInputs) -> (Estimate, f64, Option<u
     let e = Estimate {
         engine: inputs.engine,
         tp,
+        data_ranks: ranks,
         gpu_memory_bytes: inputs.gpu_memory_bytes,
         mem_fraction: fraction,
         budget_bytes_per_gpu: budget.max(0.0) as u64,
@@ -517,6 +532,16 @@ fn figures(model: &ModelInfo, inputs: &MemoryInputs) -> (Estimate, f64, Option<u
         assumptions,
     };
     (e, budget, state_limit)
+}
+
+/// Ranks of `layout` that each keep their own KV pool and batch: DP
+/// replicas, times SGLang's attention-DP groups.
+pub fn data_ranks(engine: EngineRule, layout: Layout) -> u32 {
+    let replicas = layout.dp.max(1);
+    match engine {
+        EngineRule::Sglang => replicas.saturating_mul(layout.dp_attention.max(1)),
+        EngineRule::Vllm => replicas,
+    }
 }
 
 /// The largest `--max-running-requests` up to `asked` whose own state

@@ -1,9 +1,9 @@
 //! Engine-independent size arithmetic: parameter counts and weight bytes,
 //! KV bytes per token, recurrent state per request and activation bytes per
-//! token, all on one rank of a tensor-parallel group.
+//! token, all on one GPU of a layout ([`Split`]).
 
 use super::{
-    engine_rules, Attention, Dtype, EngineRule, KvCacheDtype, MemoryInputs, ModelInfo,
+    engine_rules, Attention, Dtype, EngineRule, KvCacheDtype, Layout, MemoryInputs, ModelInfo,
     Quantization, RecurrentLayer, WeightSource, GIB,
 };
 
@@ -29,6 +29,72 @@ impl Params {
     }
 }
 
+/// How a layout cuts the model on one GPU: the ranks each class of weights
+/// is split over and the pipeline stages its layers are spread across.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// Ranks the attention heads and recurrent mixers are split over.
+    pub attention: u32,
+    /// Ranks the dense MLP, shared experts, embeddings and LM head are split over.
+    pub dense: u32,
+    /// Ranks the routed experts are split over.
+    pub experts: u32,
+    /// Pipeline stages; a GPU holds the layers of one.
+    pub stages: u32,
+}
+
+impl Split {
+    /// Tensor parallelism alone: everything over `tp` ranks, one stage.
+    pub fn tp(tp: u32) -> Self {
+        let tp = tp.max(1);
+        Split {
+            attention: tp,
+            dense: tp,
+            experts: tp,
+            stages: 1,
+        }
+    }
+
+    /// The split of `layout` under `engine`. SGLang's attention DP splits
+    /// the TP group into attention groups of `tp / dp_attention` ranks and
+    /// its EP re-partitions the experts inside the TP group
+    /// (`moe_tp = tp / ep`), so each GPU holds `1 / tp` of them either way;
+    /// its replicas each hold a whole copy. vLLM flattens TP across DP for
+    /// the MoE layers (`FusedMoEParallelConfig.make`), with or without EP,
+    /// while attention and dense layers stay TP within each replica.
+    pub fn of(engine: EngineRule, layout: Layout) -> Self {
+        let tp = layout.tp.max(1);
+        let stages = layout.pp.max(1);
+        match engine {
+            EngineRule::Sglang => Split {
+                attention: (tp / layout.dp_attention.max(1)).max(1),
+                dense: tp,
+                experts: tp,
+                stages,
+            },
+            EngineRule::Vllm => Split {
+                attention: tp,
+                dense: tp,
+                experts: tp.saturating_mul(layout.dp.max(1)),
+                stages,
+            },
+        }
+    }
+
+    /// Of `n` layers, the share the fullest stage holds.
+    pub fn stage_share(&self, n: u32) -> f64 {
+        if n == 0 {
+            return 1.0;
+        }
+        f64::from(n.div_ceil(self.stages.max(1))) / f64::from(n)
+    }
+
+    /// Of `n` layers of one kind, those the fullest stage holds.
+    fn stage_count(&self, n: u32, all: u32) -> u64 {
+        (f64::from(n) * self.stage_share(all)).ceil() as u64
+    }
+}
+
 /// `x` split evenly over `tp` ranks.
 fn div(x: u64, tp: u64) -> f64 {
     x as f64 / tp as f64
@@ -40,8 +106,10 @@ fn per_rank(heads: u32, tp: u32) -> u64 {
 }
 
 /// Parameters of one decoder layer on one rank.
-fn layer_params(m: &ModelInfo, tp: u32, recurrent: bool, moe_layer: bool) -> Params {
-    let t = u64::from(tp.max(1));
+fn layer_params(m: &ModelInfo, split: &Split, recurrent: bool, moe_layer: bool) -> Params {
+    let tp = split.attention.max(1);
+    let t = u64::from(tp);
+    let dense = u64::from(split.dense.max(1));
     let h = m.hidden_size;
     let heads = u64::from(m.num_attention_heads);
     let mut p = Params {
@@ -126,18 +194,20 @@ fn layer_params(m: &ModelInfo, tp: u32, recurrent: bool, moe_layer: bool) -> Par
     match (&m.moe, moe_layer) {
         (Some(moe), true) => {
             let e = u64::from(moe.num_experts);
-            p.experts += div(e * 3 * h * moe.expert_intermediate, t);
-            p.linear += div(3 * h * moe.shared_intermediate, t);
+            let experts = u64::from(split.experts.max(1));
+            p.experts += div(e * 3 * h * moe.expert_intermediate, experts);
+            p.linear += div(3 * h * moe.shared_intermediate, dense);
             p.small += (h * e) as f64;
         }
-        _ => p.linear += div(3 * h * m.intermediate_size, t),
+        _ => p.linear += div(3 * h * m.intermediate_size, dense),
     }
     p
 }
 
-/// Parameters of the whole model on one rank; `mtp` adds the multi-token-prediction layers.
-fn model_params(m: &ModelInfo, tp: u32, mtp: bool) -> Params {
-    let t = u64::from(tp.max(1));
+/// Parameters of the whole model on one rank of the fullest pipeline stage;
+/// `mtp` adds the multi-token-prediction layers.
+fn model_params(m: &ModelInfo, split: &Split, mtp: bool) -> Params {
+    let t = u64::from(split.dense.max(1));
     let mut p = Params::default();
     let vh = m.vocab_size * m.hidden_size;
     match m.target_hidden_inputs {
@@ -145,9 +215,11 @@ fn model_params(m: &ModelInfo, tp: u32, mtp: bool) -> Params {
         // projection fuses the target layers' hidden states.
         Some(n) => p.linear += div(u64::from(n) * m.hidden_size * m.hidden_size, t),
         None => {
-            // Both engines shard the embedding and LM head along the vocabulary.
+            // Both engines shard the embedding and LM head along the
+            // vocabulary; with stages, the first holds the one and the last
+            // the other.
             p.embed += div(vh, t);
-            if !m.tie_word_embeddings {
+            if !m.tie_word_embeddings && split.stages <= 1 {
                 p.embed += div(vh, t);
             }
         }
@@ -156,18 +228,27 @@ fn model_params(m: &ModelInfo, tp: u32, mtp: bool) -> Params {
     let first_dense = m.moe.as_ref().map_or(0, |x| x.first_dense_layers);
     let n = m.layers.full + m.layers.sliding + m.layers.recurrent;
     let kinds = layer_pattern(m);
+    let mut layers = Params::default();
     for i in 0..n {
         let recurrent = kinds.get(i as usize).copied().unwrap_or(false);
-        p.add(layer_params(
+        layers.add(layer_params(
             m,
-            tp,
+            split,
             recurrent,
             m.moe.is_some() && i >= first_dense,
         ));
     }
+    // The fullest stage holds its share of every kind of layer.
+    let share = split.stage_share(n);
+    p.add(Params {
+        embed: layers.embed * share,
+        linear: layers.linear * share,
+        experts: layers.experts * share,
+        small: layers.small * share,
+    });
     if mtp {
         for _ in 0..m.mtp_layers {
-            let mut l = layer_params(m, tp, false, m.moe.is_some());
+            let mut l = layer_params(m, split, false, m.moe.is_some());
             // Each MTP block also projects [embedding; hidden] back to hidden.
             l.linear += div(2 * m.hidden_size * m.hidden_size, t);
             p.add(l);
@@ -220,8 +301,13 @@ fn act_bytes(m: &ModelInfo) -> u64 {
 
 /// Weight bytes of `m` on one GPU of a TP group (MTP layers are not served).
 pub fn weights_bytes_per_gpu(m: &ModelInfo, tp: u32) -> u64 {
+    weights_bytes_per_split(m, &Split::tp(tp))
+}
+
+/// Weight bytes of `m` on one GPU of a layout's split (MTP layers are not served).
+pub fn weights_bytes_per_split(m: &ModelInfo, split: &Split) -> u64 {
     let act = act_bytes(m) as f64;
-    let per_gpu = params_bytes(m, model_params(m, tp, false), act);
+    let per_gpu = params_bytes(m, model_params(m, split, false), act);
     let scale = match m.checkpoint_bytes {
         // The index is authoritative for the total; the architecture only splits it.
         Some(total) => {
@@ -230,7 +316,7 @@ pub fn weights_bytes_per_gpu(m: &ModelInfo, tp: u32) -> u64 {
             } else {
                 act
             };
-            let computed = params_bytes(m, model_params(m, 1, true), ckpt_act);
+            let computed = params_bytes(m, model_params(m, &Split::tp(1), true), ckpt_act);
             let ratio = total as f64 / computed.max(1.0);
             // Checkpoints stored in float32 are served in 16-bit.
             ratio * act / ckpt_act
@@ -241,10 +327,10 @@ pub fn weights_bytes_per_gpu(m: &ModelInfo, tp: u32) -> u64 {
 }
 
 /// Weight bytes of `m`'s multi-token-prediction layers on one GPU.
-pub fn mtp_weights_bytes_per_gpu(m: &ModelInfo, tp: u32) -> u64 {
+pub fn mtp_weights_bytes_per_gpu(m: &ModelInfo, split: &Split) -> u64 {
     let act = act_bytes(m) as f64;
-    let with = params_bytes(m, model_params(m, tp, true), act);
-    let without = params_bytes(m, model_params(m, tp, false), act);
+    let with = params_bytes(m, model_params(m, split, true), act);
+    let without = params_bytes(m, model_params(m, split, false), act);
     (with - without).max(0.0).round() as u64
 }
 
@@ -277,10 +363,17 @@ fn kv_per_layer(m: &ModelInfo, tp: u32, kv: KvCacheDtype) -> u64 {
 
 /// (full-attention, sliding-window) KV bytes per token on one rank.
 pub fn kv_bytes_per_token_per_gpu(m: &ModelInfo, tp: u32, kv: KvCacheDtype) -> (u64, u64) {
-    let l = kv_per_layer(m, tp, kv);
+    kv_bytes_per_token_per_split(m, &Split::tp(tp), kv)
+}
+
+/// (full-attention, sliding-window) KV bytes per token on one GPU of a
+/// layout's split: its attention ranks' heads, its stage's layers.
+pub fn kv_bytes_per_token_per_split(m: &ModelInfo, split: &Split, kv: KvCacheDtype) -> (u64, u64) {
+    let l = kv_per_layer(m, split.attention, kv);
+    let all = m.layers.full + m.layers.sliding + m.layers.recurrent;
     (
-        l * u64::from(m.layers.full),
-        l * u64::from(m.layers.sliding),
+        l * split.stage_count(m.layers.full, all),
+        l * split.stage_count(m.layers.sliding, all),
     )
 }
 
@@ -292,7 +385,17 @@ pub fn state_bytes_per_request_per_gpu(m: &ModelInfo, tp: u32, engine: EngineRul
 
 /// (SSM, convolution) state bytes per request on one rank.
 pub fn state_parts_per_request_per_gpu(m: &ModelInfo, tp: u32, engine: EngineRule) -> (u64, u64) {
+    state_parts_per_request_per_split(m, &Split::tp(tp), engine)
+}
+
+/// (SSM, convolution) state bytes per request on one GPU of a layout's split.
+pub fn state_parts_per_request_per_split(
+    m: &ModelInfo,
+    split: &Split,
+    engine: EngineRule,
+) -> (u64, u64) {
     let Some(r) = &m.recurrent else { return (0, 0) };
+    let tp = split.attention.max(1);
     let conv_b = act_bytes(m);
     // The engines disagree on the SSM state dtype when the config leaves it open.
     let ssm_b = m.ssm_state_dtype.map_or(
@@ -329,7 +432,8 @@ pub fn state_parts_per_request_per_gpu(m: &ModelInfo, tp: u32, engine: EngineRul
             (ssm, conv)
         }
     };
-    let layers = u64::from(m.layers.recurrent);
+    let all = m.layers.full + m.layers.sliding + m.layers.recurrent;
+    let layers = split.stage_count(m.layers.recurrent, all);
     (per_layer.0 * layers, per_layer.1 * layers)
 }
 
@@ -351,6 +455,12 @@ pub(super) fn activation_bytes_per_token(m: &ModelInfo, tp: u32) -> f64 {
     (3.0 * inter + 3.0 * m.hidden_size as f64) * act
 }
 
+/// The fullest stage's layers out of the model's, as `31/61`.
+fn model_layer_share(m: &ModelInfo, split: &Split) -> String {
+    let n = m.layers.full + m.layers.sliding + m.layers.recurrent;
+    format!("{}/{n}", n.div_ceil(split.stages.max(1)))
+}
+
 /// What one GPU holds per model, token and request, independent of the engine's pool rules.
 pub(super) struct Sizes {
     /// Target model weights.
@@ -370,8 +480,9 @@ pub(super) struct Sizes {
 impl Sizes {
     /// The sizes of `model` (and its draft) under `inputs`, noting how weights were counted.
     pub fn of(model: &ModelInfo, inputs: &MemoryInputs, assumptions: &mut Vec<String>) -> Sizes {
-        let tp = inputs.tp.max(1);
-        let weights = weights_bytes_per_gpu(model, tp);
+        let tp = inputs.layout.tp.max(1);
+        let split = Split::of(inputs.engine, inputs.layout);
+        let weights = weights_bytes_per_split(model, &split);
         // The drafter is sharded over the target's TP ranks, as SGLang's
         // draft worker and vLLM's proposer run it.
         let mut draft_weights = match (&inputs.draft, inputs.draft_weights_bytes) {
@@ -386,7 +497,7 @@ impl Sizes {
             (None, None) => 0,
         };
         if inputs.mtp && model.mtp_layers > 0 {
-            draft_weights += mtp_weights_bytes_per_gpu(model, tp);
+            draft_weights += mtp_weights_bytes_per_gpu(model, &split);
             assumptions.push(format!(
                 "MTP drafting loads the checkpoint's {} multi-token-prediction layer(s)",
                 model.mtp_layers
@@ -412,14 +523,27 @@ impl Sizes {
             ));
         }
 
+        if split != Split::tp(tp) {
+            assumptions.push(format!(
+                "layout {}: attention over {} rank(s), dense layers over {}, routed experts \
+                 over {}, {} of the layers on the fullest of {} stage(s)",
+                inputs.layout.label(),
+                split.attention,
+                split.dense,
+                split.experts,
+                model_layer_share(model, &split),
+                split.stages
+            ));
+        }
         let (mut kv_tok, mut swa_tok) =
-            kv_bytes_per_token_per_gpu(model, tp, inputs.kv_cache_dtype);
+            kv_bytes_per_token_per_split(model, &split, inputs.kv_cache_dtype);
         if let Some(d) = &inputs.draft {
             let (f, s) = kv_bytes_per_token_per_gpu(d, tp, inputs.kv_cache_dtype);
             kv_tok += f;
             swa_tok += s;
         }
-        let (state_ssm, state_conv) = state_parts_per_request_per_gpu(model, tp, inputs.engine);
+        let (state_ssm, state_conv) =
+            state_parts_per_request_per_split(model, &split, inputs.engine);
         Sizes {
             weights,
             draft_weights,

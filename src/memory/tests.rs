@@ -738,7 +738,7 @@ fn a_dflash_drafter_adds_its_weights_and_kv_and_leaves_less_kv_room() {
     assert_eq!(dflash.weights_bytes_per_gpu, ar.weights_bytes_per_gpu);
     assert!(dflash.kv_capacity_tokens < ar.kv_capacity_tokens);
     // TP2 splits it.
-    i.tp = 2;
+    i.layout.tp = 2;
     let tp2 = estimate(&m, &i);
     assert!(within(
         tp2.draft_weights_bytes_per_gpu as f64,
@@ -767,7 +767,7 @@ fn a_tp_refusal_lists_the_sizes_that_split_every_head_count() {
         "{}",
         r.reason
     );
-    i.tp = 3;
+    i.layout.tp = 3;
     i.gpus_available = None;
     let e = estimate(&m, &i);
     assert!(
@@ -778,4 +778,136 @@ fn a_tp_refusal_lists_the_sizes_that_split_every_head_count() {
         "{:?}",
         e.verdicts
     );
+}
+
+/// A layout of `tp` with the sizes beyond it.
+fn layout(tp: u32, dp: u32, dp_attention: u32, ep: u32, pp: u32) -> Layout {
+    Layout {
+        tp,
+        dp,
+        dp_attention,
+        ep,
+        pp,
+    }
+}
+
+#[test]
+fn sglang_attention_dp_keeps_whole_attention_per_gpu_and_multiplies_the_kv_pools() {
+    let r1 = fixture("DeepSeek-R1");
+    let mut i = MemoryInputs::new(EngineRule::Sglang, 8, 141 * GIB_U);
+    let tp8 = estimate(&r1, &i);
+    i.layout = layout(8, 1, 8, 8, 1);
+    let adp = estimate(&r1, &i);
+    // Experts and dense MLP stay split eight ways; each attention group of
+    // one rank holds the whole attention (its MLA projections unsplit), so
+    // weights per GPU grow and the pool per rank shrinks...
+    assert!(adp.weights_bytes_per_gpu > tp8.weights_bytes_per_gpu);
+    assert!(adp.kv_capacity_tokens < tp8.kv_capacity_tokens);
+    // ...while the MLA latent, replicated on every TP rank, now holds eight
+    // ranks' own tokens: about eight times the tokens in all.
+    assert_eq!((tp8.data_ranks, adp.data_ranks), (1, 8));
+    let total = adp.kv_capacity_tokens * 8;
+    assert!(
+        total > 6 * tp8.kv_capacity_tokens,
+        "{total} vs {}",
+        tp8.kv_capacity_tokens
+    );
+    assert_eq!(
+        adp.kv_bytes_per_token_per_gpu,
+        tp8.kv_bytes_per_token_per_gpu
+    );
+    // The server's --max-running-requests is divided among the groups.
+    i.max_running_requests = Some(64);
+    assert_eq!(estimate(&r1, &i).max_running_requests, 8);
+}
+
+#[test]
+fn vllm_spreads_experts_over_every_dp_rank_and_replicates_the_rest() {
+    let m = fixture("DeepSeek-V2-Lite");
+    let moe = m.moe.clone().unwrap();
+    let mut i = MemoryInputs::new(EngineRule::Vllm, 1, 80 * GIB_U);
+    let one = estimate(&m, &i);
+    i.layout = layout(1, 8, 1, 8, 1);
+    let dp8 = estimate(&m, &i);
+    // The routed experts hold most of the weights; split eight ways they
+    // leave about an eighth of themselves, the rest stays whole.
+    let experts = f64::from(moe.num_experts)
+        * 3.0
+        * m.hidden_size as f64
+        * moe.expert_intermediate as f64
+        * f64::from(m.num_layers - moe.first_dense_layers)
+        * 2.0;
+    let saved = one.weights_bytes_per_gpu as f64 - dp8.weights_bytes_per_gpu as f64;
+    assert!(
+        within(saved, experts * 7.0 / 8.0, 0.03),
+        "{saved} vs {experts}"
+    );
+    assert_eq!(dp8.data_ranks, 8);
+    assert!(dp8.kv_capacity_tokens > one.kv_capacity_tokens);
+    // vLLM's max-num-seqs is per engine: each replica takes it whole.
+    i.max_running_requests = Some(64);
+    assert_eq!(estimate(&m, &i).max_running_requests, 64);
+}
+
+#[test]
+fn pipeline_stages_hold_their_share_of_layers_and_kv() {
+    let m = fixture("Llama-3.1-8B-Instruct");
+    let mut i = MemoryInputs::new(EngineRule::Vllm, 2, 80 * GIB_U);
+    let tp2 = estimate(&m, &i);
+    i.layout = layout(2, 1, 1, 1, 2);
+    let pp2 = estimate(&m, &i);
+    assert_eq!(
+        pp2.kv_bytes_per_token_per_gpu * 2,
+        tp2.kv_bytes_per_token_per_gpu
+    );
+    // 32 layers halve; one of the two vocabulary matrices stays per stage.
+    let vocab = (m.vocab_size * m.hidden_size) as f64 * 2.0 / 2.0;
+    let expected = (tp2.weights_bytes_per_gpu as f64 - 2.0 * vocab) / 2.0 + vocab;
+    assert!(
+        within(pp2.weights_bytes_per_gpu as f64, expected, 0.02),
+        "{}",
+        pp2.weights_bytes_per_gpu
+    );
+    assert!(pp2.kv_capacity_tokens > 2 * tp2.kv_capacity_tokens);
+    // 32 layers into 3 stages: the fullest holds 11, and the plan says so.
+    i.layout = layout(2, 1, 1, 1, 3);
+    let e = estimate(&m, &i);
+    assert!(
+        e.verdicts.iter().any(|v| v.level == Level::Warn
+            && v.reason
+                .contains("do not split evenly into 3 stages: the fullest holds 11")),
+        "{:?}",
+        e.verdicts
+    );
+    i.layout = layout(1, 1, 1, 1, 40);
+    assert!(estimate(&m, &i).verdicts.iter().any(
+        |v| v.level == Level::Error && v.reason.contains("pp 40 exceeds the model's 32 layers")
+    ));
+}
+
+#[test]
+fn expert_parallel_sizes_that_do_not_split_the_experts_are_refused_with_the_ones_that_do() {
+    let m = fixture("DeepSeek-V2-Lite");
+    let mut i = MemoryInputs::new(EngineRule::Vllm, 3, 80 * GIB_U);
+    i.layout = layout(3, 1, 1, 3, 1);
+    let e = estimate(&m, &i);
+    let r = e
+        .verdicts
+        .iter()
+        .find(|v| v.reason.contains("routed experts"))
+        .unwrap_or_else(|| panic!("{:?}", e.verdicts));
+    assert_eq!(r.level, Level::Error);
+    assert!(
+        r.reason
+            .contains("64 routed experts, which EP3 cannot split"),
+        "{}",
+        r.reason
+    );
+    let dense = fixture("Llama-3.1-8B-Instruct");
+    let mut i = MemoryInputs::new(EngineRule::Sglang, 8, 80 * GIB_U);
+    i.layout = layout(8, 1, 1, 8, 1);
+    assert!(estimate(&dense, &i)
+        .verdicts
+        .iter()
+        .any(|v| v.level == Level::Error && v.reason.contains("no routed experts")));
 }

@@ -2,8 +2,9 @@
 //! the workload degraded, each with the fix, in the order a user would fix them.
 
 use super::engine_rules::Rules;
+use super::sizes::Split;
 use super::{
-    Attention, Estimate, Finding, Level, MemoryInputs, ModelInfo, RecurrentLayer,
+    Attention, EngineRule, Estimate, Finding, Level, MemoryInputs, ModelInfo, RecurrentLayer,
     CONTEXT_MARGIN_TOKENS, GIB,
 };
 
@@ -20,7 +21,11 @@ pub(super) fn findings(
     state_limit: Option<u64>,
 ) -> Vec<Finding> {
     let mut verdicts = Vec::new();
-    tp_findings(model, inputs, e.tp, &mut verdicts);
+    // Heads split over the attention ranks: TP, or under SGLang's
+    // attention DP the TP group's share of each attention group.
+    let split = Split::of(inputs.engine, inputs.layout);
+    tp_findings(model, inputs, split.attention, &mut verdicts);
+    layout_findings(model, inputs, &mut verdicts);
     capacity_findings(model, inputs, rules, e, budget, &mut verdicts);
     state_slot_findings(model, inputs, e, state_limit, &mut verdicts);
     verdicts.sort_by_key(|v| v.level != Level::Error);
@@ -42,7 +47,7 @@ fn tp_findings(model: &ModelInfo, inputs: &MemoryInputs, tp: u32, verdicts: &mut
         }
     };
     let heads = head_counts(model);
-    if let Some(g) = inputs.gpus_available {
+    if let Some(g) = inputs.gpus_available.filter(|_| inputs.layout.is_tp_only()) {
         if tp > g {
             verdicts.push(err(format!(
                 "TP{tp} needs {tp} GPUs but only {g} are available: use {} (the sizes up to {g} that split {heads}) or free GPUs",
@@ -90,6 +95,76 @@ fn tp_findings(model: &ModelInfo, inputs: &MemoryInputs, tp: u32, verdicts: &mut
             verdicts.push(err(format!(
                 "the Mamba layers have {num_heads} heads, which TP{tp} cannot split evenly: \
                  use a TP size that divides {num_heads}"
+            )));
+        }
+    }
+}
+
+/// Whether the layout beyond TP splits the model: experts by EP, layers
+/// by PP, and the GPUs it holds against those at hand.
+fn layout_findings(model: &ModelInfo, inputs: &MemoryInputs, verdicts: &mut Vec<Finding>) {
+    let l = inputs.layout;
+    if let Some(g) = inputs.gpus_available {
+        if !l.is_tp_only() && l.gpus() > g {
+            verdicts.push(err(format!(
+                "layout {} holds {} GPUs (TP × DP × PP) but only {g} are available",
+                l.label(),
+                l.gpus()
+            )));
+        }
+    }
+    // vLLM spreads the experts over every TP × DP rank with EP on.
+    let ep = match inputs.engine {
+        EngineRule::Sglang => l.ep,
+        EngineRule::Vllm if l.ep > 1 => l.tp.saturating_mul(l.dp),
+        EngineRule::Vllm => 1,
+    };
+    match &model.moe {
+        None if ep > 1 => verdicts.push(err(format!(
+            "ep {ep} applies to mixture-of-experts models, and this model has no routed \
+             experts: set ep = 1"
+        ))),
+        Some(moe) if ep > 1 && moe.num_experts % ep != 0 => {
+            let e = moe.num_experts;
+            let list = |v: Vec<u32>| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+            let fix = match inputs.engine {
+                EngineRule::Sglang => format!(
+                    "use an ep that divides both {e} and tp = {}: {}",
+                    l.tp,
+                    list(
+                        (1..=l.tp.max(1))
+                            .filter(|d| e % d == 0 && l.tp % d == 0)
+                            .collect()
+                    )
+                ),
+                EngineRule::Vllm => {
+                    let most = inputs.gpus_available.unwrap_or(8).max(l.tp) / l.tp.max(1);
+                    format!(
+                        "vLLM's EP size is TP × DP, so with tp = {} use dp in {}",
+                        l.tp,
+                        list((1..=most.max(1)).filter(|d| e % (l.tp * d) == 0).collect())
+                    )
+                }
+            };
+            verdicts.push(err(format!(
+                "the model has {e} routed experts, which EP{ep} cannot split evenly: {fix}"
+            )));
+        }
+        _ => {}
+    }
+    let layers = model.layers.full + model.layers.sliding + model.layers.recurrent;
+    if l.pp > 1 && layers > 0 {
+        if l.pp > layers {
+            verdicts.push(err(format!(
+                "pp {} exceeds the model's {layers} layers: use at most {layers} stages",
+                l.pp
+            )));
+        } else if layers % l.pp != 0 {
+            verdicts.push(warn(format!(
+                "{layers} layers do not split evenly into {} stages: the fullest holds {} \
+                 (the memory figures are its); a pp that divides {layers} balances them",
+                l.pp,
+                layers.div_ceil(l.pp)
             )));
         }
     }

@@ -22,8 +22,12 @@ pub const MIN_SYNTHETIC_TOKENS: u64 = 64;
 /// The memory model's figures for one server config.
 #[derive(Debug, Clone, Serialize)]
 pub struct MemorySummary {
-    /// KV cache capacity, tokens.
+    /// KV cache capacity of one data rank, tokens.
     pub kv_capacity_tokens: u64,
+    /// Ranks with a KV pool and batch of their own (DP replicas, SGLang's
+    /// attention-DP groups); 1 without data parallelism.
+    #[serde(default = "crate::engine::layout::one")]
+    pub data_ranks: u32,
     /// Recurrent-state slots of hybrid models.
     pub state_slots: Option<u64>,
     /// Weights per GPU, GiB.
@@ -37,7 +41,7 @@ pub struct MemorySummary {
     /// KV bytes one token of context adds on one GPU.
     #[serde(skip)]
     pub kv_bytes_per_token_per_gpu: u64,
-    /// Effective max running requests.
+    /// Effective max running requests of one data rank.
     pub max_running_requests: u64,
     /// Blocking problems (the server cannot start).
     pub errors: Vec<String>,
@@ -66,6 +70,16 @@ impl MemorySummary {
             s.push_str(&format!(", {slots} state slots"));
         }
         s.push_str(&format!(", max running {}", self.max_running_requests));
+        if self.data_ranks > 1 {
+            s.push_str(&format!(
+                " per data rank × {} ranks ({} tokens, {} running in all)",
+                self.data_ranks,
+                self.kv_capacity_tokens
+                    .saturating_mul(u64::from(self.data_ranks)),
+                self.max_running_requests
+                    .saturating_mul(u64::from(self.data_ranks))
+            ));
+        }
         for e in &self.errors {
             s.push_str(&format!("; ERROR: {e}"));
         }
@@ -99,6 +113,7 @@ pub fn memory(
         Err(e) => {
             return Some(MemorySummary {
                 kv_capacity_tokens: 0,
+                data_ranks: 1,
                 state_slots: None,
                 weights_gib: 0.0,
                 draft_weights_gib: 0.0,
@@ -111,6 +126,7 @@ pub fn memory(
         }
     };
     let mut inputs = MemoryInputs::new(rule, s.tp, gpu);
+    inputs.layout = s.layout();
     inputs.mem_fraction = s.mem_fraction;
     inputs.max_running_requests = s.max_running_requests;
     inputs.context_length = s.context_length;
@@ -139,6 +155,7 @@ pub fn memory(
     }
     Some(MemorySummary {
         kv_capacity_tokens: est.kv_capacity_tokens,
+        data_ranks: est.data_ranks,
         state_slots: est.state_slots,
         weights_gib: est.weights_bytes_per_gpu as f64 / (1u64 << 30) as f64,
         draft_weights_gib: est.draft_weights_bytes_per_gpu as f64 / (1u64 << 30) as f64,

@@ -56,7 +56,7 @@ impl Rules for Sglang {
     }
 
     fn default_reserve(&self, _m: &ModelInfo, i: &MemoryInputs, a: &mut Vec<String>) -> f64 {
-        let tp = i.tp.max(1);
+        let tp = i.layout.tp.max(1);
         let ctx = if tp > 1 { 1.5 } else { 0.5 };
         a.push(format!(
             "SGLang: {ctx} GiB per GPU is taken by the CUDA context{} before weights load; \

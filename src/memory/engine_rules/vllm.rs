@@ -52,7 +52,7 @@ impl Rules for Vllm {
     }
 
     fn default_reserve(&self, m: &ModelInfo, i: &MemoryInputs, a: &mut Vec<String>) -> f64 {
-        let tp = i.tp.max(1);
+        let tp = i.layout.tp.max(1);
         let tokens = i
             .max_batched_tokens
             .unwrap_or_else(|| vllm_default_batched_tokens(i.gpu_memory_bytes));

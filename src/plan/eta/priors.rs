@@ -542,11 +542,21 @@ pub fn prior_speed(
     .into_iter()
     .flatten()
     .min();
-    if s.dp > 1 && c.engine.kind != EngineKind::Sim {
-        speed.replicas = s.dp;
+    // Each data rank batches its own share of the load (the simulator's
+    // replicas are in its own speed already).
+    let ranks = match c.engine.kind {
+        EngineKind::Sglang => {
+            crate::memory::data_ranks(crate::memory::EngineRule::Sglang, s.layout())
+        }
+        EngineKind::Vllm => crate::memory::data_ranks(crate::memory::EngineRule::Vllm, s.layout()),
+        EngineKind::Sim => 1,
+        _ => s.dp.max(1),
+    };
+    if ranks > 1 {
+        speed.replicas = ranks;
         speed
             .basis
-            .push_str(&format!("; {} data-parallel replicas share the load", s.dp));
+            .push_str(&format!("; {ranks} data-parallel ranks share the load"));
     }
     speed
 }
