@@ -67,6 +67,22 @@ fn a_simulator_campaign_over_dp_layouts_runs_and_divides_throughput_by_the_gpus_
     assert!(ttft(0) > 4.0 * ttft(1), "{} vs {}", ttft(0), ttft(1));
     assert!(rows[0]["under_loaded"].is_string(), "{}", rows[0]);
     assert!(rows[1]["under_loaded"].is_null(), "{}", rows[1]);
+    // Per GPU, each layout is a series of its own, its points named by server.
+    let chart = report["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["section"] == "per_gpu")
+        .expect("a per-GPU chart");
+    let series: Vec<(&str, &serde_json::Value)> = chart["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), &s["labels"]))
+        .collect();
+    assert_eq!(series[0].0, "tp1-dp2");
+    assert_eq!(series[0].1[0], "tp1-dp2 c2");
+    assert_eq!(series[1].0, "tp2-dp2");
 }
 
 /// A vLLM campaign of the layouts an 8-GPU box weighs. Its `vllm` is a
@@ -251,4 +267,79 @@ fn plan_refuses_layouts_that_cannot_split_the_model_with_the_sizes_that_do() {
     let dp8 = block("tp1-dp8");
     assert!(dp8.contains("per data rank × 8 ranks"), "{dp8}");
     assert!(!dp8.contains("ERROR"), "{dp8}");
+}
+
+#[test]
+fn the_moe_layouts_example_plans_each_layout_on_its_gpus_and_refuses_what_cannot_load() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // A Python that states SGLang's release: all the plan asks of the engine.
+    let python = dir.path().join("python3");
+    std::fs::write(&python, "#!/bin/sh\necho 0.5.23\n").unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let models = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models");
+    let text = example("moe-layouts-8gpu.toml")
+        .replace("\"models/", &format!("\"{models}/"))
+        .replace(
+            "args = [\"--trust-remote-code\"]",
+            &format!("args = [\"--trust-remote-code\"]\nexecutable = [\"{}\", \"-m\", \"sglang.launch_server\"]", python.display()),
+        );
+    let file = write_campaign(dir.path(), text);
+    let (code, json, err) = run(&["plan", "--json", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let group = |id: &str| {
+        plan["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["server"]["id"] == id)
+            .unwrap_or_else(|| panic!("no {id}"))
+            .clone()
+    };
+    for id in ["tp8", "tp8-adp8-ep8", "tp4-pp2", "tp4-dp2"] {
+        assert_eq!(group(id)["gpus"], 8, "{id}");
+    }
+    let kv = |id: &str| {
+        let m = &group(id)["memory"];
+        m["kv_capacity_tokens"].as_u64().unwrap() * m["data_ranks"].as_u64().unwrap()
+    };
+    // Attention DP gives each GPU its own MLA cache: several times the
+    // tokens of TP 8, whose eight ranks all hold the same latent.
+    assert!(
+        kv("tp8-adp8-ep8") > 5 * kv("tp8"),
+        "{} vs {}",
+        kv("tp8-adp8-ep8"),
+        kv("tp8")
+    );
+    // Two stages halve each GPU's layers and its KV per token.
+    assert!(kv("tp4-pp2") > kv("tp8"));
+    let dp2 = group("tp4-dp2");
+    let errors = dp2["memory"]["errors"].as_array().unwrap();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.as_str().unwrap().starts_with("weights alone need")),
+        "{errors:?}"
+    );
+    let cells = dp2["cells"].as_array().unwrap();
+    assert!(
+        cells.iter().all(|c| c["verdict"] == "skip"
+            && c["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("weights alone need")),
+        "tp4-dp2 is not skipped for its weights"
+    );
+    let argv = group("tp8-adp8-ep8")["command"]["Ok"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        argv.contains("--tp-size 8 ") && argv.contains("--attn-dp-size 8 --ep-size 8"),
+        "{argv}"
+    );
 }

@@ -566,24 +566,54 @@ fn per_gpu_charts(pal: &Palette<'_>, gpu: &[GpuPoint]) -> Vec<Chart> {
         }
     }
     gfam.truncate(MAX_FAMILY_CHARTS);
+    // A campaign over parallel layouts beyond TP draws one series per
+    // layout, each point labelled with its server, so TP 8 and TP 4 × DP 2
+    // read as two shapes of the same GPUs; TP sizes alone keep a series per
+    // server.
+    let mut layouts: Vec<&str> = Vec::new();
+    for g in gpu {
+        if !layouts.contains(&g.layout.as_str()) {
+            layouts.push(&g.layout);
+        }
+    }
+    let by_layout = layouts.len() > 1 && layouts.iter().any(|l| l.contains('-'));
     for fam in &gfam {
         let in_fam: Vec<&GpuPoint> = gpu.iter().filter(|g| &g.family == fam).collect();
-        let mut series: Vec<Series> = servers
-            .iter()
-            .filter_map(|s| {
-                let mine: Vec<&&GpuPoint> = in_fam.iter().filter(|g| &g.server_id == s).collect();
-                (!mine.is_empty()).then(|| Series {
-                    name: s.clone(),
-                    color: col(s),
-                    style: SeriesStyle::Markers,
-                    points: mine
-                        .iter()
-                        .map(|g| (g.tok_s_per_user, g.tok_s_per_gpu))
-                        .collect(),
-                    labels: mine.iter().map(|g| g.load.clone()).collect(),
+        let series_of = |name: String, color: usize, mine: Vec<&&GpuPoint>| Series {
+            name,
+            color,
+            style: SeriesStyle::Markers,
+            points: mine
+                .iter()
+                .map(|g| (g.tok_s_per_user, g.tok_s_per_gpu))
+                .collect(),
+            labels: mine
+                .iter()
+                .map(|g| match by_layout {
+                    true => format!("{} {}", g.server_id, g.load),
+                    false => g.load.clone(),
                 })
-            })
-            .collect();
+                .collect(),
+        };
+        let mut series: Vec<Series> = if by_layout {
+            layouts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, l)| {
+                    let mine: Vec<&&GpuPoint> = in_fam.iter().filter(|g| g.layout == *l).collect();
+                    (!mine.is_empty()).then(|| series_of(l.to_string(), i, mine))
+                })
+                .collect()
+        } else {
+            servers
+                .iter()
+                .filter_map(|s| {
+                    let mine: Vec<&&GpuPoint> =
+                        in_fam.iter().filter(|g| &g.server_id == s).collect();
+                    (!mine.is_empty()).then(|| series_of(s.clone(), col(s), mine))
+                })
+                .collect()
+        };
         let mut front: Vec<(f64, f64)> = in_fam
             .iter()
             .filter(|g| g.pareto)

@@ -333,6 +333,8 @@ pub struct GpuPoint {
     pub family: String,
     /// Server config id.
     pub server_id: String,
+    /// The server's parallel layout in short (`tp4-dp2`).
+    pub layout: String,
     /// Load as text.
     pub load: String,
     /// Tokens/s per user (per-request decode speed p50).
@@ -705,7 +707,11 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         .filter(|p| p.under_loaded.is_none())
         .cloned()
         .collect();
-    let gpu_points = gpu_points(&drawn);
+    let layouts: HashMap<&str, String> = cells
+        .iter()
+        .map(|c| (c.server_id.as_str(), c.server.layout().label()))
+        .collect();
+    let gpu_points = gpu_points(&drawn, &layouts);
     let (slo_picks, slo_misses) = slo_picks(
         &rankable,
         opts.seed,
@@ -1196,7 +1202,7 @@ fn kind_rows(cells: &[&CellResult], baseline: Option<&str>) -> Vec<KindRow> {
         .collect()
 }
 
-fn gpu_points(points: &[PointRow]) -> Vec<GpuPoint> {
+fn gpu_points(points: &[PointRow], layouts: &HashMap<&str, String>) -> Vec<GpuPoint> {
     let mut out: Vec<GpuPoint> = points
         .iter()
         .filter(|p| p.concurrency.is_some())
@@ -1204,6 +1210,7 @@ fn gpu_points(points: &[PointRow]) -> Vec<GpuPoint> {
             Some(GpuPoint {
                 family: p.family.clone(),
                 server_id: p.server_id.clone(),
+                layout: layouts.get(p.server_id.as_str())?.clone(),
                 load: p.load.clone(),
                 tok_s_per_user: p.decode_tok_s_p50?.mean,
                 tok_s_per_gpu: p.output_tok_s_per_gpu?.mean,

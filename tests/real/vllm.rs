@@ -500,6 +500,64 @@ grace_period = "10s"
 }
 
 #[test]
+fn real_vllm_with_two_data_parallel_replicas_serves_a_cell_counted_on_two_gpus() {
+    // vLLM's CPU build runs dense models data parallel (two engine cores
+    // behind one API server pool); the plan counts the server as TP × DP
+    // devices, the report divides its throughput by them, and both engine
+    // processes die with the campaign.
+    let _turn = real_engine_turn();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("vllm-dp-{}", std::process::id());
+    let text = vllm_head("vllm-dp", &marker)
+        + r#"[[server]]
+id = "tp1-dp2"
+dp = 2
+max_running_requests = 2
+[[workload]]
+name = "len"
+input_len = 100
+output_len = 16
+concurrency = 4
+num_requests = 8
+[run]
+health_timeout = "600s"
+request_timeout = "120s"
+grace_period = "10s"
+"#;
+    let file = dir.path().join("campaign.toml");
+    std::fs::write(&file, text).unwrap();
+    let (code, stdout, stderr) = run(&["run", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(marked(&marker).is_empty(), "a server outlived the campaign");
+    let root = dir.path().join("results/vllm-dp");
+    let all = cells(&root);
+    assert_eq!(all.len(), 1, "{:?}", all.keys().collect::<Vec<_>>());
+    let (name, c) = all.iter().next().unwrap();
+    assert_eq!(c["status"], "ok", "{name}: {}", c["failure"]);
+    assert_eq!(c["server"]["dp"], 2, "{name}");
+    assert_eq!(c["summary"]["completed"], 8, "{name}");
+    let log = std::fs::read_to_string(root.join("logs/tp1-dp2.log")).unwrap();
+    assert!(
+        log.contains("--data-parallel-size 2") || log.contains("'data_parallel_size': 2"),
+        "the launch did not ask vLLM for two replicas"
+    );
+    assert!(
+        log.contains("EngineCore_DP0") && log.contains("EngineCore_DP1"),
+        "vLLM did not start two engine cores"
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let row = &report["cells"][0];
+    assert_eq!(
+        (row["gpus"].as_u64(), row["layout"].as_str()),
+        (Some(2), Some("tp1-dp2"))
+    );
+    let thru = row["output_tok_s"].as_f64().unwrap();
+    let per_gpu = row["output_tok_s_per_gpu"].as_f64().unwrap();
+    assert!((per_gpu - thru / 2.0).abs() < 1e-9, "{per_gpu} of {thru}");
+}
+
+#[test]
 fn every_flag_the_vllm_adapter_emits_is_accepted_by_the_real_vllm_parser() {
     let dir = tempfile::tempdir().unwrap();
     // One server per speculative method plus every shared setting and
