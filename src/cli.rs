@@ -256,6 +256,18 @@ pub struct MemoryArgs {
     /// Tensor-parallel size.
     #[arg(long, default_value_t = 1)]
     pub tp: u32,
+    /// Data-parallel replicas.
+    #[arg(long, default_value_t = 1)]
+    pub dp: u32,
+    /// SGLang attention data-parallel groups inside the TP group.
+    #[arg(long, default_value_t = 1)]
+    pub dp_attention: u32,
+    /// Expert-parallel size (vLLM: 1 or TP × DP).
+    #[arg(long, default_value_t = 1)]
+    pub ep: u32,
+    /// Pipeline stages.
+    #[arg(long, default_value_t = 1)]
+    pub pp: u32,
     /// Memory of one GPU, e.g. 96GiB or 80GB.
     #[arg(long)]
     pub gpu_memory: String,

@@ -343,3 +343,27 @@ fn the_moe_layouts_example_plans_each_layout_on_its_gpus_and_refuses_what_cannot
         "{argv}"
     );
 }
+
+#[test]
+fn the_memory_command_takes_a_layout_and_refuses_one_the_engine_cannot_start() {
+    let r1 = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/models/DeepSeek-R1"
+    );
+    let base = [
+        "memory",
+        "--model",
+        r1,
+        "--gpu-memory",
+        "141GB",
+        "--tp",
+        "8",
+    ];
+    let (code, out, err) = run(&[&base[..], &["--dp-attention", "8", "--ep", "8"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("sglang / tp8-adp8-ep8"), "{out}");
+    assert!(out.contains("× 8 data ranks"), "{out}");
+    let (code, _, err) = run(&[&base[..], &["--ep", "3"]].concat());
+    assert_ne!(code, 0);
+    assert!(err.contains("ep in 1, 2, 4, 8"), "{err}");
+}

@@ -11,6 +11,21 @@ pub fn run(a: cli::MemoryArgs) -> anyhow::Result<ExitCode> {
     let gpu =
         memory::parse_bytes(&a.gpu_memory).map_err(|e| anyhow::anyhow!("--gpu-memory: {e}"))?;
     let mut inputs = memory::MemoryInputs::new(a.engine, a.tp, gpu);
+    inputs.layout = crate::engine::layout::Layout {
+        tp: a.tp,
+        dp: a.dp,
+        dp_attention: a.dp_attention,
+        ep: a.ep,
+        pp: a.pp,
+    };
+    let kind = match a.engine {
+        memory::EngineRule::Sglang => crate::engine::EngineKind::Sglang,
+        memory::EngineRule::Vllm => crate::engine::EngineKind::Vllm,
+    };
+    inputs
+        .layout
+        .check(kind)
+        .map_err(|e| anyhow::anyhow!("{kind}: {e}"))?;
     inputs.mem_fraction = a.mem_fraction;
     inputs.max_running_requests = a.max_running_requests;
     inputs.context_length = a.context_length;

@@ -280,6 +280,8 @@ pub struct Estimate {
     pub engine: EngineRule,
     /// Tensor-parallel size.
     pub tp: u32,
+    /// The whole parallel layout.
+    pub layout: Layout,
     /// Ranks that each hold a KV pool of their own tokens and a batch of
     /// their own (data-parallel replicas, SGLang's attention-DP groups);
     /// the capacities and running requests below are per rank.
@@ -506,6 +508,7 @@ fn figures(model: &ModelInfo, inputs: &MemoryInputs) -> (Estimate, f64, Option<u
     let e = Estimate {
         engine: inputs.engine,
         tp,
+        layout: inputs.layout,
         data_ranks: ranks,
         gpu_memory_bytes: inputs.gpu_memory_bytes,
         mem_fraction: fraction,
@@ -577,7 +580,10 @@ pub fn render_table(e: &Estimate) -> String {
         EngineRule::Vllm => "vllm",
     };
     let mut rows: Vec<(String, String)> = vec![
-        ("engine / TP".into(), format!("{engine} / TP{}", e.tp)),
+        (
+            "engine / layout".into(),
+            format!("{engine} / {}", e.layout.label()),
+        ),
         ("GPU memory".into(), gib(e.gpu_memory_bytes)),
         ("memory fraction".into(), format!("{}", e.mem_fraction)),
         (
@@ -633,6 +639,17 @@ pub fn render_table(e: &Estimate) -> String {
         "max running requests".into(),
         e.max_running_requests.to_string(),
     ));
+    if e.data_ranks > 1 {
+        let all = |v: u64| v.saturating_mul(u64::from(e.data_ranks));
+        rows.push((
+            format!("× {} data ranks", e.data_ranks),
+            format!(
+                "{} tokens, {} running in all",
+                all(e.kv_capacity_tokens),
+                all(e.max_running_requests)
+            ),
+        ));
+    }
     if let Some(n) = e.max_concurrent_requests {
         rows.push(("requests that fit at once".into(), n.to_string()));
     }
