@@ -47,6 +47,7 @@ fn main() -> anyhow::Result<()> {
             env: BTreeMap::new(),
             expected_failure: false,
             secret_env: vec![],
+            build: None,
         })
         .collect();
     let slo = parse_slo("ttft=100ms,tpot=20ms").map_err(anyhow::Error::msg)?;

@@ -485,6 +485,14 @@ pub struct SimArgs {
     /// Write the bound port to this file once listening.
     #[arg(long)]
     pub port_file: Option<PathBuf>,
+    /// Print the build this simulator reports (`servebench-sim VERSION`)
+    /// and exit: how `plan` asks a simulated engine build its version.
+    #[arg(long)]
+    pub print_version: bool,
+    /// The build version to report, standing for an engine build in
+    /// campaigns that compare builds (default: this servebench's version).
+    #[arg(long, env = "SERVEBENCH_SIM_VERSION")]
+    pub build_version: Option<String>,
     /// The performance model and faults.
     #[command(flatten)]
     pub config: SimConfig,

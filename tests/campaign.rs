@@ -1617,7 +1617,7 @@ num_requests = 2
         plan.contains("warning: [engine] version says 0.6.0 but the engine reports 0.5.11"),
         "{plan}"
     );
-    // Without a version command the simulator is asked with --version.
+    // Without a version command the simulator is asked for the build it stands for.
     let plain = text("x").replace(
         "version_command = [\"sh\", \"-c\", \"echo 'sim-engine x'\"]\n",
         "",
@@ -1628,7 +1628,7 @@ num_requests = 2
         plan.contains(&format!(
             "engine build: {} (from `",
             env!("CARGO_PKG_VERSION")
-        )) && plan.contains(" --version`)"),
+        )) && plan.contains(" sim --print-version`)"),
         "{plan}"
     );
 }

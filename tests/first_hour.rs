@@ -561,6 +561,7 @@ fn readme_lists_every_campaign_key_the_parser_takes_and_no_other() {
         ("[model]", head("", Z, "")),
         ("[engine]", head("", "", Z)),
         ("[hardware]", format!("{base}[hardware]\n{Z}")),
+        ("[[build]]", format!("{base}[[build]]\nname = \"b\"\n{Z}")),
         ("[defaults]", format!("{base}[[server]]\nid = \"a\"\n{Z}")),
         (
             "speculative = { … }",

@@ -18,6 +18,8 @@ mod bench_args_prop;
 mod bench_sim;
 /// `bench` against a server that misbehaves on purpose.
 mod bench_torture;
+/// Engine builds side by side: versions, identities, staleness.
+mod builds;
 /// `plan` and `run` end to end: launches, results, evidence, resume, signals.
 mod campaign;
 /// Exit codes, one-line errors and the simulator process.

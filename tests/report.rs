@@ -46,6 +46,7 @@ fn server(id: &str, tp: u32, budget: Option<u32>) -> ServerConfig {
         env: BTreeMap::new(),
         expected_failure: false,
         secret_env: vec![],
+        build: None,
     }
 }
 

@@ -23,7 +23,7 @@ const SCHEMAS: [(&str, &str); 3] = [
     ),
 ];
 
-fn validator(id: &str) -> jsonschema::Validator {
+pub(crate) fn validator(id: &str) -> jsonschema::Validator {
     let parse = |text: &str| -> Value { serde_json::from_str(text).unwrap() };
     let resources = SCHEMAS.iter().map(|(uri, text)| {
         let schema = parse(text);
@@ -37,7 +37,7 @@ fn validator(id: &str) -> jsonschema::Validator {
         .expect("schema compiles")
 }
 
-fn errors(v: &jsonschema::Validator, doc: &Value) -> Vec<String> {
+pub(crate) fn errors(v: &jsonschema::Validator, doc: &Value) -> Vec<String> {
     v.iter_errors(doc)
         .map(|e| format!("{} at {}", e, e.instance_path))
         .collect()

@@ -157,6 +157,27 @@ pub struct RawEngine {
     pub secret_env: Vec<String>,
 }
 
+/// `[[build]]`: one build of the engine, a matrix axis by its name.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBuild {
+    /// The name servers and `build = [...]` axes refer to it by.
+    pub name: Spanned<String>,
+    /// Program and leading arguments of this build (default: `[engine] executable`).
+    #[serde(default)]
+    pub executable: Option<Spanned<Vec<String>>>,
+    /// Environment of this build's servers, over `[engine] env`.
+    #[serde(default)]
+    pub env: BTreeMap<String, Spanned<String>>,
+    /// How to ask this build for its version (default: the engine's usual command).
+    #[serde(default)]
+    pub version_command: Option<Spanned<Vec<String>>>,
+    /// The version this build should report; a detected one that
+    /// contradicts it draws a warning.
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
 /// `[hardware]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -229,6 +250,9 @@ pub struct RawServer {
     /// exit code say the campaign failed.
     #[serde(default)]
     pub expected_failure: Option<bool>,
+    /// The `[[build]]` this server runs (default: `[engine]` as written).
+    #[serde(default)]
+    pub build: Option<Spanned<String>>,
 }
 
 /// A speculative axis entry: a settings table or the string `none`.
@@ -259,7 +283,7 @@ impl<'de> Deserialize<'de> for SpecEntry {
 pub struct RawMatrix {
     /// Id template with `{tp}`, `{dp}`, `{dp_attention}`, `{ep}`, `{pp}`,
     /// `{method}`, `{budget}`, `{mem_fraction}`, `{max_running_requests}`,
-    /// `{context_length}` placeholders.
+    /// `{context_length}`, `{build}` placeholders.
     pub id: Spanned<String>,
     /// Tensor-parallel sizes.
     #[serde(default)]
@@ -297,6 +321,9 @@ pub struct RawMatrix {
     /// Extra environment for every server of this matrix.
     #[serde(default)]
     pub env: BTreeMap<String, Spanned<String>>,
+    /// `[[build]]` names: every config once per build.
+    #[serde(default)]
+    pub build: Option<Spanned<OneOrMany<String>>>,
 }
 
 /// `[[workload]]`.
@@ -547,6 +574,9 @@ pub struct RawCampaign {
     /// `[[matrix]]` entries.
     #[serde(default)]
     pub matrix: Vec<RawMatrix>,
+    /// `[[build]]` entries: engine builds compared side by side.
+    #[serde(default, rename = "build")]
+    pub builds: Vec<RawBuild>,
     /// `[[workload]]` entries.
     #[serde(default, rename = "workload")]
     pub workloads: Vec<RawWorkload>,

@@ -26,9 +26,8 @@ pub fn plan_options(
         force: s.force,
         rerun_failed: s.rerun_failed,
         retry_crashed: s.retry_crashed,
-        engine_build: None,
-        engine_build_error: None,
-        engine_unusable: None,
+        engine: Default::default(),
+        builds: Default::default(),
         reuse_across_versions: s.reuse_across_versions,
         prior_results: s.prior_results.clone(),
         // About a tenth of a second, so only where the CPU priors are used.
@@ -61,8 +60,9 @@ pub fn job_args(s: &cli::SelectArgs) -> Vec<String> {
     v
 }
 
-/// Ask the engine of `c` for its build, where its servers run on this
-/// machine (a Slurm or ssh job asks on its own node, under `run --local`).
+/// Ask the engine of `c` for its build, and each `[[build]]` its servers
+/// run, where its servers run on this machine (a Slurm or ssh job asks on
+/// its own node, under `run --local`).
 pub fn detect_engine(c: &campaign::Campaign, opts: &mut plan::PlanOptions, local: bool) {
     if !servers_run_here(c, local) {
         return;
@@ -70,21 +70,61 @@ pub fn detect_engine(c: &campaign::Campaign, opts: &mut plan::PlanOptions, local
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "servebench".into());
-    let own = crate::engine::version::version_command(c.engine.kind, &c.engine.executable, &exe);
-    // The campaign's own version command says nothing of whether the
-    // engine starts; the engine's own does.
-    let asks_engine = c.engine_version_command.is_none();
-    let Some(cmd) = c.engine_version_command.clone().or(own) else {
-        return;
-    };
-    match crate::engine::version::detect(&cmd) {
-        Ok(b) => opts.engine_build = Some(b),
-        Err(e) => {
-            if asks_engine && e.engine_unusable() {
-                opts.engine_unusable = Some(format!("the engine cannot start here: {e}"));
-            }
-            opts.engine_build_error = Some(e.to_string());
+    if c.servers.iter().any(|s| s.build.is_none()) {
+        let own =
+            crate::engine::version::version_command(c.engine.kind, &c.engine.executable, &exe);
+        opts.engine = ask(
+            (c.engine_version_command.clone(), own),
+            &Default::default(),
+            "the engine",
+        );
+    }
+    for b in &c.builds {
+        if !c
+            .servers
+            .iter()
+            .any(|s| s.build_name() == Some(b.name.as_str()))
+        {
+            continue;
         }
+        let executable = if b.executable.is_empty() {
+            &c.engine.executable
+        } else {
+            &b.executable
+        };
+        let own = crate::engine::version::version_command(c.engine.kind, executable, &exe);
+        let check = ask(
+            (b.version_command.clone(), own),
+            &b.env,
+            &format!("build `{}`", b.name),
+        );
+        opts.builds.insert(b.name.clone(), check);
+    }
+}
+
+/// What one build says of its version: the campaign's own command for it
+/// when given, else the engine's. Only the engine's own command failing
+/// says the build cannot start (the campaign's says nothing of that).
+fn ask(
+    (given, own): (Option<Vec<String>>, Option<Vec<String>>),
+    env: &std::collections::BTreeMap<String, String>,
+    label: &str,
+) -> plan::BuildCheck {
+    let asks_engine = given.is_none();
+    let Some(cmd) = given.or(own) else {
+        return plan::BuildCheck::default();
+    };
+    match crate::engine::version::detect_with_env(&cmd, env) {
+        Ok(b) => plan::BuildCheck {
+            build: Some(b),
+            ..Default::default()
+        },
+        Err(e) => plan::BuildCheck {
+            unusable: (asks_engine && e.engine_unusable())
+                .then(|| format!("{label} cannot start here: {e}")),
+            error: Some(e.to_string()),
+            build: None,
+        },
     }
 }
 

@@ -8,6 +8,13 @@ use crate::{cli, sim, util};
 
 /// `servebench sim`: serve the simulator until cancelled.
 pub async fn run(args: cli::SimArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    if args.print_version {
+        let version = args
+            .build_version
+            .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
+        println!("servebench-sim {version}");
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut config = args.config;
     config.validate().map_err(|e| anyhow::anyhow!(e))?;
     config.log = true;

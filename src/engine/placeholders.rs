@@ -24,6 +24,7 @@ pub const SERVER: &[&str] = &[
     "mem_fraction",
     "max_running_requests",
     "context_length",
+    "build",
 ];
 
 /// Placeholders filled when the server is launched.

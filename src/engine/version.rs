@@ -56,7 +56,17 @@ pub fn version_command(kind: EngineKind, exe: &[String], self_exe: &str) -> Opti
                 "import sglang; print(sglang.__version__)".into(),
             ])
         }
-        EngineKind::Sim => Some(vec![self_exe.to_string(), "--version".into()]),
+        EngineKind::Sim => {
+            // The simulator's own executable, or a build's (`servebench sim
+            // --decode-step-ms …`), says the build it stands for.
+            let mut v = if exe.is_empty() {
+                vec![self_exe.to_string(), "sim".to_string()]
+            } else {
+                exe
+            };
+            v.push("--print-version".into());
+            Some(v)
+        }
         EngineKind::Command | EngineKind::Openai => None,
     }
 }
@@ -116,9 +126,19 @@ impl VersionError {
 /// command that exits unsuccessfully never yields a version, whatever it
 /// printed (a Python traceback holds line numbers).
 pub fn detect(cmd: &[String]) -> Result<EngineBuild, VersionError> {
+    detect_with_env(cmd, &std::collections::BTreeMap::new())
+}
+
+/// [`detect`] with `env` added to the command's environment: a build's
+/// own variables (a `PATH` or `PYTHONPATH` into its environment) decide
+/// which program answers.
+pub fn detect_with_env(
+    cmd: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<EngineBuild, VersionError> {
     let (program, args) = cmd.split_first().ok_or(VersionError::Empty)?;
     let command = cmd.join(" ");
-    let out = run_bounded(program, args).map_err(|e| match e {
+    let out = run_bounded(program, args, env).map_err(|e| match e {
         RunError::Spawn(reason) => VersionError::CannotRun {
             command: command.clone(),
             reason,
@@ -212,10 +232,15 @@ struct Ran {
 }
 
 /// Run `program args`, killed past the timeout.
-fn run_bounded(program: &str, args: &[String]) -> Result<Ran, RunError> {
+fn run_bounded(
+    program: &str,
+    args: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<Ran, RunError> {
     use std::io::Read;
     let mut child = Command::new(program)
         .args(args)
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -287,7 +312,15 @@ mod tests {
         assert!(!build("6123 (abc1234)").same_build(&build("6124 (abc1234)")));
         assert_eq!(version_line("no digits here"), None);
         let sim = version_command(EngineKind::Sim, &[], "/bin/sb").unwrap();
-        assert_eq!(sim, ["/bin/sb", "--version"]);
+        assert_eq!(sim, ["/bin/sb", "sim", "--print-version"]);
+        let build = [
+            "/bin/sb".to_string(),
+            "sim".into(),
+            "--seed".into(),
+            "3".into(),
+        ];
+        let sim = version_command(EngineKind::Sim, &build, "/bin/other").unwrap();
+        assert_eq!(sim, ["/bin/sb", "sim", "--seed", "3", "--print-version"]);
         let v = version_command(
             EngineKind::Vllm,
             &["/v/bin/vllm".into(), "serve".into()],

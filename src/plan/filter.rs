@@ -19,6 +19,7 @@ pub const KEYS: &[&str] = &[
     "mem_fraction",
     "max_running_requests",
     "context_length",
+    "build",
     "workload",
     "input_len",
     "output_len",

@@ -230,6 +230,36 @@ pub struct Plan {
     pub estimator: eta::Estimator,
 }
 
+/// What asking one build of the engine for its version found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BuildCheck {
+    /// The build it reported.
+    pub build: Option<EngineBuild>,
+    /// Why no build could be found, when none could.
+    pub error: Option<String>,
+    /// Why it cannot start here (its own executable is missing or fails
+    /// before saying its version): every cell of its servers that would run
+    /// is skipped with this reason instead of launching a server that dies.
+    pub unusable: Option<String>,
+}
+
+/// Nothing asked: a build whose servers do not run here.
+static NOT_ASKED: BuildCheck = BuildCheck {
+    build: None,
+    error: None,
+    unusable: None,
+};
+
+impl PlanOptions {
+    /// What was found for the build `server` runs.
+    pub fn check_for(&self, server: &ServerConfig) -> &BuildCheck {
+        match server.build_name() {
+            Some(name) => self.builds.get(name).unwrap_or(&NOT_ASKED),
+            None => &self.engine,
+        }
+    }
+}
+
 /// Options that change verdicts.
 #[derive(Debug, Clone, Default)]
 pub struct PlanOptions {
@@ -241,14 +271,11 @@ pub struct PlanOptions {
     pub rerun_failed: bool,
     /// `--retry-crashed`: launch again a server that crashed on the last run.
     pub retry_crashed: bool,
-    /// The engine build found before planning (see `engine::version`).
-    pub engine_build: Option<EngineBuild>,
-    /// Why the engine build could not be found, when it could not.
-    pub engine_build_error: Option<String>,
-    /// Why the engine cannot start here (its own executable is missing or
-    /// fails before saying its version): every cell that would run is
-    /// skipped with this reason instead of launching a server that dies.
-    pub engine_unusable: Option<String>,
+    /// What asking `[engine]` for its build found (see `engine::version`),
+    /// for the servers that name no `[[build]]`.
+    pub engine: BuildCheck,
+    /// The same for each `[[build]]` by name.
+    pub builds: BTreeMap<String, BuildCheck>,
     /// `--reuse-across-versions`: keep cells measured on another engine build.
     pub reuse_across_versions: bool,
     /// Results of earlier campaigns (same model and engine) the ETAs learn from.
@@ -347,7 +374,7 @@ impl Plan {
 pub fn server_spec(c: &Campaign, s: &ServerConfig) -> ServerSpec {
     s.spec(
         c.engine.kind,
-        c.engine.executable.clone(),
+        s.executable(&c.engine.executable),
         c.model.path.clone(),
         c.model.served_name.clone(),
     )
@@ -419,7 +446,8 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 }
             }
         }
-        if let Some(why) = &opts.engine_unusable {
+        let check = opts.check_for(s);
+        if let Some(why) = &check.unusable {
             for cell in cells.iter_mut().filter(|c| c.verdict.runs()) {
                 cell.verdict = Verdict::Skip(why.clone());
             }
@@ -445,7 +473,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 },
             ));
         }
-        if let Some(why) = &opts.engine_unusable {
+        if let Some(why) = &check.unusable {
             for search in searches.iter_mut().filter(|s| s.runs()) {
                 search.skip = Some(why.clone());
             }
@@ -477,7 +505,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             gpus: s.gpus(),
             layout: s.layout().label(),
             reported_kv_tokens,
-            engine_build: opts.engine_build.clone(),
+            engine_build: check.build.clone(),
             startup_eta_s: est.startup_s(&s.id),
             eta_basis: est
                 .speeds
@@ -505,7 +533,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
             .map(|(p, e)| format!("{}: {e}", p.display()))
             .collect(),
         cpu: opts.cpu,
-        engine_build: opts.engine_build.clone(),
+        engine_build: opts.engine.build.clone(),
         engine_notes: engine_notes(c, opts),
         totals: PlanTotals::default(),
         estimator: est,
@@ -514,31 +542,68 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
     plan
 }
 
-/// The plan's lines about the engine build.
+/// The plan's lines about the engine build, or each `[[build]]`'s.
 fn engine_notes(c: &Campaign, opts: &PlanOptions) -> Vec<String> {
     let mut out = Vec::new();
-    match (&opts.engine_build, &opts.engine_build_error) {
+    if c.servers.iter().any(|s| s.build.is_none()) {
+        build_notes(
+            &mut out,
+            ("engine build", "[engine] version", "the engine"),
+            c.engine.version.as_deref(),
+            &opts.engine,
+        );
+        if opts.engine.unusable.is_some() {
+            out.push(format!(
+                "the engine cannot start here, so no cell runs: {}",
+                c.engine.kind.install_hint()
+            ));
+        }
+    }
+    for b in &c.builds {
+        let Some(check) = opts.builds.get(&b.name) else {
+            continue;
+        };
+        let label = format!("build `{}`", b.name);
+        build_notes(
+            &mut out,
+            (&label, &format!("{label}'s version"), "it"),
+            b.version.as_deref(),
+            check,
+        );
+        if check.unusable.is_some() {
+            out.push(format!(
+                "{label} cannot start here, so none of its cells runs: {}",
+                c.engine.kind.install_hint()
+            ));
+        }
+    }
+    out
+}
+
+/// The lines for one build: what it reported, or why nothing, and whether
+/// that contradicts the version declared for it. `words` are how the build,
+/// its declaration and the build itself are named in the lines.
+fn build_notes(
+    out: &mut Vec<String>,
+    (label, declaration, it): (&str, &str, &str),
+    declared: Option<&str>,
+    check: &BuildCheck,
+) {
+    match (&check.build, &check.error) {
         (Some(b), _) => {
-            out.push(format!("engine build: {} (from `{}`)", b.version, b.source));
-            if let Some(declared) = &c.engine.version {
-                if !b.version.contains(declared.as_str()) {
+            out.push(format!("{label}: {} (from `{}`)", b.version, b.source));
+            if let Some(declared) = declared {
+                if !b.version.contains(declared) {
                     out.push(format!(
-                        "warning: [engine] version says {declared} but the engine reports {}",
+                        "warning: {declaration} says {declared} but {it} reports {}",
                         b.version
                     ));
                 }
             }
         }
-        (None, Some(e)) => out.push(format!("engine build: version unknown: {e}")),
+        (None, Some(e)) => out.push(format!("{label}: version unknown: {e}")),
         (None, None) => {}
     }
-    if opts.engine_unusable.is_some() {
-        out.push(format!(
-            "the engine cannot start here, so no cell runs: {}",
-            c.engine.kind.install_hint()
-        ));
-    }
-    out
 }
 
 /// The plan's lines for one search.
@@ -731,7 +796,7 @@ fn stored_verdict(
         let measured = stored.status.is_measured();
         let rerun = opts.force || (opts.rerun_failed && stored.status.is_failure());
         // Numbers of another engine build are not this build's.
-        if let (Some(then), Some(now)) = (&stored.engine_build, &opts.engine_build) {
+        if let (Some(then), Some(now)) = (&stored.engine_build, &opts.check_for(server).build) {
             if measured && !then.same_build(now) && !opts.reuse_across_versions {
                 return Verdict::Stale(format!(
                     "engine version {} → {}; --reuse-across-versions keeps it",

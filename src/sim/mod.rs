@@ -43,16 +43,20 @@ pub struct SimConfig {
     #[serde(skip)]
     pub api_key: Option<String>,
     /// Prefill speed in tokens/s (0 = instant); prefills run one at a time.
-    #[arg(long, default_value_t = 20_000.0)]
+    #[arg(long, default_value_t = 20_000.0, env = "SERVEBENCH_SIM_PREFILL_TOK_S")]
     pub prefill_tok_s: f64,
     /// Fixed part of time to first token, ms.
     #[arg(long, default_value_t = 5.0)]
     pub ttft_overhead_ms: f64,
     /// Decode step time with an empty batch, ms (0 = as fast as possible).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, env = "SERVEBENCH_SIM_DECODE_STEP_MS")]
     pub decode_step_ms: f64,
     /// Extra decode step time per running sequence, ms.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(
+        long,
+        default_value_t = 0.05,
+        env = "SERVEBENCH_SIM_DECODE_STEP_PER_SEQ_MS"
+    )]
     pub decode_step_per_seq_ms: f64,
     /// KV cache capacity in tokens; requests wait for room (prompt + output).
     #[arg(long, default_value_t = 262_144)]
@@ -88,7 +92,7 @@ pub struct SimConfig {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Fault: crash (log a CUDA error, exit non-zero) when request N+1 arrives.
-    #[arg(long)]
+    #[arg(long, env = "SERVEBENCH_SIM_CRASH_AFTER")]
     pub crash_after: Option<u64>,
     /// The line logged when crashing.
     #[arg(
@@ -101,7 +105,7 @@ pub struct SimConfig {
     pub hang_after: Option<u64>,
     /// Fault: requests after the Nth are answered at full speed with one
     /// word repeated, as a broken kernel or serving build does.
-    #[arg(long)]
+    #[arg(long, env = "SERVEBENCH_SIM_DEGENERATE_AFTER")]
     pub degenerate_after: Option<u64>,
     /// Fault: every answer departs from the right one after this many
     /// tokens, as a broken speculative-decoding kernel's does.
@@ -115,7 +119,11 @@ pub struct SimConfig {
     /// Fault: built-in checkable prompts (arithmetic, JSON extraction) get
     /// a wrong answer of the same length and speed: digits off by one,
     /// JSON brackets broken. Otherwise they get a right one.
-    #[arg(long)]
+    #[arg(
+        long,
+        env = "SERVEBENCH_SIM_WRONG_ANSWERS",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub wrong_answers: bool,
     /// Fault: built-in checkable prompts get answers that look right and
     /// are wrong: JSON with every expected key and wrong values, and the

@@ -5,6 +5,7 @@
 //! settings) and the path and environment helpers; server configurations
 //! live in `servers` and workload points and searches in `workloads`.
 
+mod builds;
 mod servers;
 mod workloads;
 
@@ -19,6 +20,7 @@ use super::{CampaignError, RawCampaign, Repetitions, Source};
 use crate::engine::EngineKind;
 use crate::util::units::parse_duration;
 
+pub use builds::{Build, ServerBuild};
 pub use servers::ServerConfig;
 pub use workloads::{ChecksFiles, PromptSource, Scenarios, Search, WorkloadPoint, MAX_TOKENS};
 
@@ -185,6 +187,9 @@ pub struct Campaign {
     pub engine: EngineSpec,
     /// GPUs.
     pub hardware: Hardware,
+    /// `[[build]]` entries in declaration order (the order `bisect` walks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub builds: Vec<Build>,
     /// Server configs in declaration order (servers, then matrices).
     pub servers: Vec<ServerConfig>,
     /// Workload points in declaration order.
@@ -340,7 +345,8 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
 
     let hardware = hardware(&raw, src)?;
 
-    let mut servers = servers::expand_servers(&raw, src)?;
+    let builds = builds::resolve_builds(&raw, src, &base)?;
+    let mut servers = servers::expand_servers(&raw, src, &builds)?;
 
     let run = run_settings(&raw, src, engine.kind)?;
     if run.reset_prefix_cache {
@@ -376,6 +382,7 @@ pub fn resolve(raw: RawCampaign, src: &Source) -> Result<Campaign, CampaignError
         model,
         engine,
         hardware,
+        builds,
         servers,
         workloads,
         searches,

@@ -10,6 +10,7 @@ use toml::Spanned;
 use super::super::{
     CampaignError, OneOrMany, RawCampaign, RawMatrix, RawServer, Source, SpecEntry,
 };
+use super::builds::{self, Build, ServerBuild};
 use super::{check_path_id, expand_env};
 use crate::engine::layout::{self, Layout};
 use crate::engine::{placeholders, EngineKind, ServerSpec, Speculative};
@@ -52,6 +53,10 @@ pub struct ServerConfig {
     /// Environment variables declared secret (`[engine] secret_env`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_env: Vec<String>,
+    /// The `[[build]]` it runs, when the campaign declares builds (its
+    /// executable and declared version enter the identity, its name not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<ServerBuild>,
 }
 
 impl ServerConfig {
@@ -64,6 +69,9 @@ impl ServerConfig {
             obj.remove("id");
             obj.remove("expected_failure");
             obj.remove("secret_env");
+            if let Some(b) = obj.get_mut("build").and_then(|b| b.as_object_mut()) {
+                b.remove("name");
+            }
         }
         value
     }
@@ -100,6 +108,7 @@ impl ServerConfig {
             "context_length" => self.context_length?.to_string(),
             "method" => self.method_name(),
             "budget" => self.speculative.as_ref()?.num_draft_tokens?.to_string(),
+            "build" => self.build.as_ref()?.name.clone(),
             _ => return None,
         })
     }
@@ -122,6 +131,20 @@ impl ServerConfig {
         let mut out = secret::env_secrets(&self.env, &self.secret_env);
         out.extend(secret::argv_secrets(&self.args));
         out
+    }
+
+    /// The program and leading arguments that start this server: its
+    /// build's, else the engine's `executable` (empty: the engine default).
+    pub fn executable(&self, engine_executable: &[String]) -> Vec<String> {
+        match &self.build {
+            Some(b) if !b.executable.is_empty() => b.executable.clone(),
+            _ => engine_executable.to_vec(),
+        }
+    }
+
+    /// The build's name, or `None` when the campaign declares no builds.
+    pub fn build_name(&self) -> Option<&str> {
+        self.build.as_ref().map(|b| b.name.as_str())
     }
 
     /// The engine-level spec of this config for `engine`, listening on
@@ -170,20 +193,49 @@ struct WrittenText<'a> {
     env: BTreeMap<&'a str, &'a Spanned<String>>,
 }
 
-/// One server's settings over the matrix's, the defaults' and the engine's;
-/// its flags and environment are filled in by [`check_server`].
-fn merge_server<'a>(
-    raw: &'a RawCampaign,
-    s: &'a RawServer,
+/// The settings a server takes from outside its own table: its matrix's
+/// flags and environment, and its build.
+struct Context<'a> {
     matrix_args: &'a [Spanned<String>],
     matrix_env: &'a BTreeMap<String, Spanned<String>>,
-) -> (ServerConfig, WrittenText<'a>) {
+    builds: &'a [Build],
+}
+
+/// A server's build and that build's environment as written.
+type BuildAndEnv<'a> = (ServerBuild, &'a BTreeMap<String, Spanned<String>>);
+
+/// The build `s` names (or `[defaults]` does), with its environment as written.
+fn server_build<'a>(
+    raw: &'a RawCampaign,
+    src: &Source,
+    s: &RawServer,
+    builds: &[Build],
+) -> Result<Option<BuildAndEnv<'a>>, CampaignError> {
+    let Some(name) = s.build.as_ref().or(raw.defaults.build.as_ref()) else {
+        return Ok(None);
+    };
+    let i = builds::find(raw, src, name)?;
+    Ok(Some((builds[i].for_server(), &raw.builds[i].env)))
+}
+
+/// One server's settings over the matrix's, the defaults', the build's and
+/// the engine's; its flags and environment are filled in by [`check_server`].
+fn merge_server<'a>(
+    raw: &'a RawCampaign,
+    src: &Source,
+    s: &'a RawServer,
+    ctx: &Context<'a>,
+) -> Result<(ServerConfig, WrittenText<'a>), CampaignError> {
     let d = &raw.defaults;
-    let args = [&raw.engine.args, &d.args, matrix_args, &s.args]
+    let (build, build_env) = match server_build(raw, src, s, ctx.builds)? {
+        Some((b, env)) => (Some(b), env),
+        None => (None, &NO_ENV),
+    };
+    let args = [&raw.engine.args, &d.args, ctx.matrix_args, &s.args]
         .into_iter()
         .flatten()
         .collect();
-    let env = [&raw.engine.env, &d.env, matrix_env, &s.env]
+    let env = [&raw.engine.env, build_env, &d.env, ctx.matrix_env, &s.env]
         .into_iter()
         .flatten()
         .map(|(k, v)| (k.as_str(), v))
@@ -207,8 +259,9 @@ fn merge_server<'a>(
         env: BTreeMap::new(),
         expected_failure: s.expected_failure.or(d.expected_failure).unwrap_or(false),
         secret_env: raw.engine.secret_env.clone(),
+        build,
     };
-    (cfg, WrittenText { args, env })
+    Ok((cfg, WrittenText { args, env }))
 }
 
 /// Refuse placeholders servebench does not know, at the value that holds
@@ -225,6 +278,7 @@ fn check_placeholder_names(raw: &RawCampaign, src: &Source) -> Result<(), Campai
         .engine
         .env
         .values()
+        .chain(raw.builds.iter().flat_map(|b| b.env.values()))
         .chain(servers.flat_map(|s| s.env.values()))
         .chain(raw.matrix.iter().flat_map(|m| m.env.values()));
     for text in args.chain(env) {
@@ -380,34 +434,40 @@ static NO_ENV: BTreeMap<String, Spanned<String>> = BTreeMap::new();
 pub(super) fn expand_servers(
     raw: &RawCampaign,
     src: &Source,
+    builds: &[Build],
 ) -> Result<Vec<ServerConfig>, CampaignError> {
     check_placeholder_names(raw, src)?;
+    let plain = Context {
+        matrix_args: &[],
+        matrix_env: &NO_ENV,
+        builds,
+    };
     let mut out: Vec<(ServerConfig, usize)> = Vec::new();
     for s in &raw.servers {
         let at = s.id.as_ref().map(|i| i.span().start).unwrap_or(0);
         if s.id.is_none() {
             return Err(src.error_at(0, "every [[server]] needs an `id`"));
         }
-        let (mut cfg, written) = merge_server(raw, s, &[], &NO_ENV);
+        let (mut cfg, written) = merge_server(raw, src, s, &plain)?;
         check_server(src, raw.engine.kind, at, &mut cfg, &written)?;
         out.push((cfg, at));
     }
     for m in &raw.matrix {
-        expand_matrix(raw, src, m, &mut out)?;
+        expand_matrix(raw, src, m, builds, &mut out)?;
     }
     if out.is_empty() {
         let only = RawServer {
             id: Some(Spanned::new(0..0, "default".into())),
             ..raw.defaults.clone()
         };
-        let (mut cfg, written) = merge_server(raw, &only, &[], &NO_ENV);
+        let (mut cfg, written) = merge_server(raw, src, &only, &plain)?;
         check_server(src, raw.engine.kind, 0, &mut cfg, &written)?;
         out.push((cfg, 0));
     }
     let mut seen = BTreeSet::new();
     for (cfg, at) in &out {
         if !seen.insert(cfg.id.clone()) {
-            return Err(src.error_at(*at, format!("server id `{}` is used twice; ids name result folders and must be unique (add a placeholder such as {{tp}} or {{budget}} to the matrix id)", cfg.id)));
+            return Err(src.error_at(*at, format!("server id `{}` is used twice; ids name result folders and must be unique (add a placeholder such as {{tp}}, {{budget}} or {{build}} to the matrix id)", cfg.id)));
         }
     }
     Ok(out.into_iter().map(|(c, _)| c).collect())
@@ -419,6 +479,7 @@ fn expand_matrix(
     raw: &RawCampaign,
     src: &Source,
     m: &RawMatrix,
+    builds: &[Build],
     out: &mut Vec<(ServerConfig, usize)>,
 ) -> Result<(), CampaignError> {
     let at = m.id.span().start;
@@ -442,6 +503,10 @@ fn expand_matrix(
         (
             "speculative",
             m.speculative.as_ref().map(|v| v.get_ref().len()),
+        ),
+        (
+            "build",
+            m.build.as_ref().map(|v| v.get_ref().to_vec().len()),
         ),
     ];
     if let Some((axis, _)) = axes.iter().find(|(_, n)| *n == Some(0)) {
@@ -472,8 +537,25 @@ fn expand_matrix(
     });
     let variants = OneOrMany::Many(speculative_variants(src, m)?);
     multiply(&mut servers, &Some(variants), |s, v| s.speculative = v);
+    // Builds innermost: each config's builds side by side, so the plan and
+    // the reports read build against build.
+    if let Some(axis) = &m.build {
+        let names = OneOrMany::Many(
+            axis.get_ref()
+                .to_vec()
+                .into_iter()
+                .map(|n| Spanned::new(axis.span(), n))
+                .collect(),
+        );
+        multiply(&mut servers, &Some(names), |s, v| s.build = Some(v));
+    }
+    let ctx = Context {
+        matrix_args: &m.args,
+        matrix_env: &m.env,
+        builds,
+    };
     for raw_server in servers {
-        let (mut cfg, written) = merge_server(raw, &raw_server, &m.args, &m.env);
+        let (mut cfg, written) = merge_server(raw, src, &raw_server, &ctx)?;
         // The matrix decides speculation: without the axis its servers decode
         // autoregressively, whatever [defaults] say.
         cfg.speculative = raw_server.speculative.clone();
@@ -558,12 +640,12 @@ fn render_id(template: &str, cfg: &ServerConfig) -> Result<String, String> {
                 .unwrap_or_else(|| "none".into()),
             "method" => cfg.method_name(),
             "tp" | "dp" | "dp_attention" | "ep" | "pp" | "layout" | "mem_fraction"
-            | "max_running_requests" | "context_length" => {
+            | "max_running_requests" | "context_length" | "build" => {
                 cfg.param(key).unwrap_or_else(|| "default".into())
             }
             other => {
                 return Err(format!(
-                    "unknown placeholder `{{{other}}}` in id template; allowed: {{tp}}, {{dp}}, {{dp_attention}}, {{ep}}, {{pp}}, {{layout}}, {{method}}, {{budget}}, {{mem_fraction}}, {{max_running_requests}}, {{context_length}}"
+                    "unknown placeholder `{{{other}}}` in id template; allowed: {{tp}}, {{dp}}, {{dp_attention}}, {{ep}}, {{pp}}, {{layout}}, {{method}}, {{budget}}, {{mem_fraction}}, {{max_running_requests}}, {{context_length}}, {{build}}"
                 ))
             }
         };
@@ -832,5 +914,75 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    /// Two builds of one engine and the servers that run them.
+    const BUILDS: &str = "[[build]]\nname = \"b1\"\nexecutable = [\"/opt/b1/serve\"]\nversion = \"1\"\nenv = { LD_LIBRARY_PATH = \"/opt/b1/lib\" }\n\
+                          [[build]]\nname = \"b2\"\nversion_command = [\"cat\", \"/opt/b2/VERSION\"]\n";
+
+    #[test]
+    fn the_build_axis_runs_each_config_once_per_build_with_its_executable_and_environment() {
+        let text = format!(
+            "{HEAD}{BUILDS}[[matrix]]\nid = \"tp{{tp}}-{{build}}\"\ntp = [1, 2]\nbuild = [\"b1\", \"b2\"]\n\
+             env = {{ TAG = \"{{build}}\" }}\n[[server]]\nid = \"pinned\"\nbuild = \"b2\"\n{WL}"
+        );
+        let c = campaign(&text).unwrap();
+        let ids: Vec<&str> = c.servers.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["pinned", "tp1-b1", "tp1-b2", "tp2-b1", "tp2-b2"]);
+        let b1 = &c.servers[1];
+        assert_eq!(b1.build_name(), Some("b1"));
+        assert_eq!(b1.executable(&["engine".into()]), ["/opt/b1/serve"]);
+        assert_eq!(b1.env["LD_LIBRARY_PATH"], "/opt/b1/lib");
+        assert_eq!(b1.env["TAG"], "b1");
+        let b2 = &c.servers[2];
+        assert_eq!(b2.executable(&["engine".into()]), ["engine"]);
+        assert!(!b2.env.contains_key("LD_LIBRARY_PATH"));
+        assert_eq!(c.builds.len(), 2);
+        assert_eq!(
+            c.builds[1].version_command.as_deref(),
+            Some(&["cat".to_string(), "/opt/b2/VERSION".into()][..])
+        );
+        // The build's name is not among the settings, its executable and version are.
+        let settings = b1.settings();
+        assert_eq!(settings["build"]["executable"][0], "/opt/b1/serve");
+        assert_eq!(settings["build"]["version"], "1");
+        assert!(settings["build"].get("name").is_none(), "{settings}");
+        // A campaign without builds keeps its settings as they were.
+        let plain = campaign(&format!("{HEAD}[[server]]\nid = \"a\"\n{WL}")).unwrap();
+        assert!(plain.servers[0].settings().get("build").is_none());
+    }
+
+    #[test]
+    fn an_unknown_duplicate_or_unsafe_build_is_refused_at_its_name() {
+        let text = format!("{HEAD}{BUILDS}[[server]]\nid = \"a\"\nbuild = \"b3\"\n{WL}");
+        let e = campaign(&text).unwrap_err();
+        assert!(
+            e.message
+                .contains("unknown build `b3`; declared: `b1`, `b2`"),
+            "{}",
+            e.message
+        );
+        assert_eq!((e.line, e.col), (18, 9));
+        let text = format!("{HEAD}[[matrix]]\nid = \"m-{{build}}\"\nbuild = [\"x\"]\n{WL}");
+        let e = campaign(&text).unwrap_err();
+        assert!(
+            e.message.contains("the campaign declares no [[build]]"),
+            "{}",
+            e.message
+        );
+        let twice = BUILDS.replace("\"b2\"", "\"b1\"");
+        let e = campaign(&format!("{HEAD}{twice}{WL}")).unwrap_err();
+        assert!(
+            e.message.contains("build `b1` is declared twice"),
+            "{}",
+            e.message
+        );
+        let unsafe_name = BUILDS.replace("\"b2\"", "\"../b2\"");
+        let e = campaign(&format!("{HEAD}{unsafe_name}{WL}")).unwrap_err();
+        assert!(e.message.contains("build name `../b2`"), "{}", e.message);
+        // Builds without the placeholder in the matrix id collide, saying how to fix it.
+        let text = format!("{HEAD}{BUILDS}[[matrix]]\nid = \"m\"\nbuild = [\"b1\", \"b2\"]\n{WL}");
+        let e = campaign(&text).unwrap_err();
+        assert!(e.message.contains("{build}"), "{}", e.message);
     }
 }

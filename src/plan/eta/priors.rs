@@ -3,6 +3,7 @@
 //! step and a prefill, from the simulator's own flags, a GPU's figures, a
 //! CPU's measured bandwidth or the user's guesses.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
@@ -200,20 +201,51 @@ pub fn stop_prior_s(engine: EngineKind) -> f64 {
     engine.lifecycle().stop_s
 }
 
-/// The simulator config a server would run with, from its command line.
-pub fn sim_config(argv: &[String]) -> Option<SimConfig> {
+/// The simulator config a server would run with, from its command line
+/// and its environment (a simulated build sets its speed there).
+pub fn sim_config(argv: &[String], env: &BTreeMap<String, String>) -> Option<SimConfig> {
     use clap::Parser;
     // The `sim` subcommand's own parser, so a flag given twice means here
-    // what it means to the process.
+    // what it means to the process; the server's variables go first, so a
+    // flag on its command line wins over them as it does there.
     let at = argv.iter().position(|a| a == "sim")?;
     let v = ["servebench", "sim"]
         .into_iter()
         .map(str::to_string)
+        .chain(env_flags(env))
         .chain(argv[at + 1..].iter().cloned());
     match crate::cli::Cli::try_parse_from(v).ok()?.command {
         crate::cli::Command::Sim(a) => Some(a.config),
         _ => None,
     }
+}
+
+/// The simulator flags that `env` sets through their variables
+/// (`SERVEBENCH_SIM_DECODE_STEP_MS=5` → `--decode-step-ms 5`).
+fn env_flags(env: &BTreeMap<String, String>) -> Vec<String> {
+    use clap::CommandFactory;
+    let cli = crate::cli::Cli::command();
+    let Some(sim) = cli.find_subcommand("sim") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for arg in sim.get_arguments() {
+        let (Some(var), Some(long)) = (arg.get_env(), arg.get_long()) else {
+            continue;
+        };
+        let Some(value) = var.to_str().and_then(|v| env.get(v)) else {
+            continue;
+        };
+        if arg.get_action().takes_values() {
+            out.extend([format!("--{long}"), value.clone()]);
+        } else if matches!(
+            value.to_ascii_lowercase().as_str(),
+            "1" | "y" | "yes" | "t" | "true" | "on"
+        ) {
+            out.push(format!("--{long}"));
+        }
+    }
+    out
 }
 
 /// The simulator's speed, straight from its timing model.
@@ -434,7 +466,9 @@ pub fn prior_speed(
         .map(|w| w * f64::from(s.gpus()))
         .or_else(|| model_file_bytes(Path::new(&c.model.path)));
     let speed = match c.engine.kind {
-        EngineKind::Sim => command.and_then(sim_config).map(|cfg| sim_speed(&cfg)),
+        EngineKind::Sim => command
+            .and_then(|argv| sim_config(argv, &s.env))
+            .map(|cfg| sim_speed(&cfg)),
         _ if explicit => None,
         EngineKind::Vllm | EngineKind::Sglang => match (&facts.gpu, facts.weights_bytes_per_gpu) {
             (Some(g), Some(w)) => Some(gpu_speed(

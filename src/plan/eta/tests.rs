@@ -216,7 +216,7 @@ fn an_unmeasured_config_learns_from_its_measured_siblings_first() {
 fn sim(args: &[&str]) -> SimConfig {
     let mut argv = vec!["/bin/servebench".to_string(), "sim".into()];
     argv.extend(args.iter().map(|s| s.to_string()));
-    sim_config(&argv).unwrap()
+    sim_config(&argv, &Default::default()).unwrap()
 }
 
 #[test]
@@ -252,6 +252,28 @@ fn the_sim_prior_follows_its_timing_model() {
     ]));
     assert!((spec.tokens_per_step - 2.734375).abs() < 1e-9);
     assert!((spec.step_base_s - 0.013).abs() < 1e-12);
+}
+
+#[test]
+fn a_simulated_builds_environment_sets_its_timing_and_its_command_line_wins() {
+    let env: std::collections::BTreeMap<String, String> = [
+        ("SERVEBENCH_SIM_DECODE_STEP_MS", "7"),
+        ("SERVEBENCH_SIM_WRONG_ANSWERS", "1"),
+        ("UNRELATED", "x"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let argv = |extra: &[&str]| {
+        let mut v = vec!["/bin/servebench".to_string(), "sim".into()];
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let cfg = sim_config(&argv(&[]), &env).unwrap();
+    assert_eq!(cfg.decode_step_ms, 7.0);
+    assert!(cfg.wrong_answers);
+    let cfg = sim_config(&argv(&["--decode-step-ms", "3"]), &env).unwrap();
+    assert_eq!(cfg.decode_step_ms, 3.0);
 }
 
 #[test]

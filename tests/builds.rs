@@ -1,0 +1,134 @@
+//! Engine builds side by side: `[[build]]` entries as a matrix axis, each
+//! build asked for its version, stored in its own cells and judged stale
+//! only against its own earlier cells.
+
+use crate::common::{cells, run, sim_campaign, write_campaign};
+
+/// Two simulated builds of one config: `old` decodes a step in 20 ms,
+/// `new` in 5 ms. `keys(name)` adds lines to each build's table and
+/// `env(name)` to its environment.
+fn two_builds(keys: impl Fn(&str) -> String, env: impl Fn(&str) -> String) -> String {
+    let build = |name: &str, step: &str| {
+        format!(
+            "[[build]]\nname = \"{name}\"\n{}[build.env]\nSERVEBENCH_SIM_DECODE_STEP_MS = \"{step}\"\n\
+             SERVEBENCH_SIM_DECODE_STEP_PER_SEQ_MS = \"0\"\nSERVEBENCH_SIM_PREFILL_TOK_S = \"0\"\n{}",
+            keys(name),
+            env(name)
+        )
+    };
+    sim_campaign("builds", &[])
+        + &build("old", "20")
+        + &build("new", "5")
+        + r#"[[matrix]]
+id = "s-{build}"
+max_running_requests = 4
+build = ["old", "new"]
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 8
+concurrency = [1, 2]
+num_requests = 4
+"#
+}
+
+#[test]
+fn two_builds_run_side_by_side_each_with_its_version_detected_and_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = two_builds(
+        |_| "version = \"1.0\"\n".into(),
+        |name| {
+            let v = if name == "old" { "1.0" } else { "1.1" };
+            format!("SERVEBENCH_SIM_VERSION = \"{v}\"\n")
+        },
+    );
+    let p = write_campaign(dir.path(), &text);
+    let (code, plan, err) = run(&["plan", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        plan.contains("build `old`: 1.0 (from `") && plan.contains("build `new`: 1.1 (from `"),
+        "{plan}"
+    );
+    assert!(plan.contains(" sim --print-version`)"), "{plan}");
+    assert!(
+        plan.contains("warning: build `new`'s version says 1.0 but it reports 1.1"),
+        "{plan}"
+    );
+    assert!(!plan.contains("warning: build `old`"), "{plan}");
+    assert!(
+        !plan.contains("engine build:"),
+        "no server runs [engine] as written: {plan}"
+    );
+    let (code, _, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let root = dir.path().join("results/builds");
+    let stored = cells(&root);
+    assert_eq!(stored.len(), 4, "{:?}", stored.keys());
+    let schema = crate::schema::validator("servebench/cell-result.schema.json");
+    for (name, c) in &stored {
+        assert_eq!(
+            crate::schema::errors(&schema, c),
+            Vec::<String>::new(),
+            "{name}"
+        );
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let schema = crate::schema::validator("servebench/report.schema.json");
+    assert_eq!(
+        crate::schema::errors(&schema, &report),
+        Vec::<String>::new()
+    );
+    let mut tput = std::collections::BTreeMap::new();
+    for (name, c) in &stored {
+        let (server, _) = name.split_once('/').unwrap();
+        let want = if server == "s-old" { "1.0" } else { "1.1" };
+        assert_eq!(c["engine_build"]["version"], want, "{name}");
+        assert_eq!(c["server"]["build"]["name"], &server[2..], "{name}");
+        tput.entry(server.to_string())
+            .or_insert_with(Vec::new)
+            .push(c["summary"]["output_throughput_tok_s"].as_f64().unwrap());
+    }
+    // Each build ran with its own environment: the new one decodes 4× faster.
+    let mean = |s: &str| tput[s].iter().sum::<f64>() / tput[s].len() as f64;
+    assert!(mean("s-new") > 2.5 * mean("s-old"), "{tput:?}");
+}
+
+#[test]
+fn a_new_version_of_one_build_makes_only_its_cells_stale_and_a_renamed_build_keeps_its_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = |new_version: &str| {
+        two_builds(
+            |name| {
+                let v = if name == "old" { "1.0" } else { new_version };
+                format!("version_command = [\"sh\", \"-c\", \"echo sim {v}\"]\n")
+            },
+            |_| String::new(),
+        )
+    };
+    let p = write_campaign(dir.path(), text("2.0"));
+    let (code, _, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    write_campaign(dir.path(), text("2.1"));
+    let (_, plan, _) = run(&["plan", p.to_str().unwrap()]);
+    let lines = |plan: &str, server: &str, what: &str| {
+        plan.lines()
+            .skip_while(|l| !l.starts_with(&format!("server {server} ")))
+            .skip(1)
+            .take_while(|l| !l.starts_with("server "))
+            .filter(|l| l.starts_with("  w-") && l.contains(what))
+            .count()
+    };
+    assert_eq!(
+        lines(&plan, "s-new", "stale: engine version 2.0 → 2.1"),
+        2,
+        "{plan}"
+    );
+    assert_eq!(lines(&plan, "s-old", " cached"), 2, "{plan}");
+    // The build's name is not part of any identity: renamed, its cells stay.
+    let renamed = text("2.0").replace("\"old\"", "\"legacy\"");
+    write_campaign(dir.path(), &renamed);
+    let (_, plan, _) = run(&["plan", p.to_str().unwrap()]);
+    assert_eq!(lines(&plan, "s-legacy", " cached"), 2, "{plan}");
+    assert_eq!(lines(&plan, "s-new", " cached"), 2, "{plan}");
+}
