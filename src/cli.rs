@@ -42,6 +42,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare two result sets and flag regressions beyond noise (exit code 3).
     Compare(CompareArgs),
+    /// Find the first engine build, in order, where a cell's metric or its
+    /// answers changed, measuring about log2(N) of N builds.
+    Bisect(BisectArgs),
     /// A production trace's shape, without a server: rows, duration, rate
     /// over time, lengths and the prefix reuse its block ids predict.
     Trace(TraceArgs),
@@ -143,6 +146,36 @@ pub struct CompareArgs {
     /// Results directory of the run under test.
     pub new_dir: PathBuf,
     /// Smallest relative change ever flagged (0.1 = 10%).
+    #[arg(long, default_value_t = 0.1)]
+    pub threshold: f64,
+}
+
+/// Arguments of `servebench bisect`.
+#[derive(Debug, Clone, Args)]
+pub struct BisectArgs {
+    /// The campaign file, whose `[[build]]`s are bisected.
+    pub campaign: PathBuf,
+    /// The builds in order (default: the `[[build]]` order).
+    #[arg(long, value_delimiter = ',', value_name = "A,B,…")]
+    pub builds: Vec<String>,
+    /// A build known to be good (default: the first).
+    #[arg(long)]
+    pub good: Option<String>,
+    /// A build known to be bad (default: the last).
+    #[arg(long)]
+    pub bad: Option<String>,
+    /// A server of the config bisected, on any build (default: the only
+    /// config the campaign runs on several builds).
+    #[arg(long)]
+    pub server: Option<String>,
+    /// The cell watched, e.g. `chat-in64-out32-c4` (default: the campaign's only one).
+    #[arg(long)]
+    pub cell: Option<String>,
+    /// What to watch: `answers`, or a metric `compare` judges
+    /// (output_tok_s, decode_tok_s_p50, ttft_p50_ms, ttft_p99_ms, tpot_p50_ms).
+    #[arg(long, default_value = "output_tok_s")]
+    pub watch: String,
+    /// Smallest relative change of a metric that counts (0.1 = 10%), as in `compare`.
     #[arg(long, default_value_t = 0.1)]
     pub threshold: f64,
 }

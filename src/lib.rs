@@ -30,6 +30,8 @@
 //! - [`store`]: per-cell results, the one judgment of a measured level, identities,
 //!   `campaign.json`, the results directory.
 //! - [`report`]: the report model and its tables, CSV, JSON, HTML, compare (pure).
+//! - [`bisect`]: which engine build to measure next and what a build's cell
+//!   shows against the good and bad builds' (pure).
 //! - [`cli`]: arguments as typed, no logic.
 //! - [`plan`]: what will run, feasibility, ETAs (pure).
 //! - [`launcher`]: local, ssh, systemd and Slurm process and job builders.
@@ -41,6 +43,7 @@
 //! The modules marked pure use no async runtime, processes or sockets, and
 //! touch files only at their named loading and writing entry points.
 
+pub mod bisect;
 pub mod campaign;
 pub mod cli;
 pub mod client;

@@ -132,3 +132,113 @@ fn a_new_version_of_one_build_makes_only_its_cells_stale_and_a_renamed_build_kee
     assert_eq!(lines(&plan, "s-legacy", " cached"), 2, "{plan}");
     assert_eq!(lines(&plan, "s-new", " cached"), 2, "{plan}");
 }
+
+/// A campaign of nine simulated builds `b0`…`b8` of one config, build `i`
+/// with the environment `env(i)` (lines of its `[build.env]`).
+fn nine_builds(name: &str, env: impl Fn(usize) -> String) -> String {
+    let mut text = sim_campaign(name, &[]);
+    for i in 0..9 {
+        text += &format!(
+            "[[build]]\nname = \"b{i}\"\n[build.env]\nSERVEBENCH_SIM_VERSION = \"0.{i}\"\n\
+             SERVEBENCH_SIM_DECODE_STEP_PER_SEQ_MS = \"0\"\nSERVEBENCH_SIM_PREFILL_TOK_S = \"0\"\n{}",
+            env(i)
+        );
+    }
+    let all: Vec<String> = (0..9).map(|i| format!("\"b{i}\"")).collect();
+    text + &format!(
+        "[[matrix]]\nid = \"s-{{build}}\"\nbuild = [{}]\n[[workload]]\nname = \"w\"\n\
+         input_len = 64\noutput_len = 24\nconcurrency = 2\nnum_requests = 4\n",
+        all.join(", ")
+    )
+}
+
+/// The servers with stored cells under `root`.
+fn measured_servers(root: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = cells(root)
+        .keys()
+        .map(|k| k.split_once('/').unwrap().0.to_string())
+        .collect();
+    v.dedup();
+    v
+}
+
+#[test]
+fn bisect_finds_an_injected_speed_regression_among_nine_builds_in_five_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    // Builds from b5 on take 30 ms a decode step instead of 10 ms; b6
+    // cannot even start (its program fails), and is skipped.
+    let text = nine_builds("speed", |i| {
+        let step = if i >= 5 { "30" } else { "10" };
+        format!("SERVEBENCH_SIM_DECODE_STEP_MS = \"{step}\"\n")
+    });
+    let text = text.replace(
+        "name = \"b6\"\n",
+        "name = \"b6\"\nexecutable = [\"/bin/false\"]\n",
+    );
+    let p = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["bisect", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("first build where output_tok_s changed: `b5` (server s-b5)"),
+        "{out}"
+    );
+    let root = dir.path().join("results/speed");
+    let servers = measured_servers(&root);
+    assert!(
+        servers.len() <= 5,
+        "⌈log2 9⌉ + 1 = 5 at most: {servers:?}\n{out}"
+    );
+    assert!(
+        out.contains(&format!("{} of 9 builds measured", servers.len())),
+        "{out}"
+    );
+    // Both sides of the change are shown with their numbers.
+    assert!(out.contains("  last good `b4`: output_tok_s "), "{out}");
+    assert!(out.contains("  first bad `b5`: output_tok_s "), "{out}");
+    // Run again: the same answer from the stored cells, nothing measured.
+    let (code, again, err) = run(&["bisect", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        again.lines().last(),
+        out.lines().last(),
+        "{again}\n---\n{out}"
+    );
+    assert_eq!(measured_servers(&root), servers);
+    let totals: Vec<&str> = err.lines().filter(|l| l.starts_with("total: ")).collect();
+    assert!(!totals.is_empty(), "{err}");
+    assert!(
+        totals.iter().all(|l| l.contains("0 servers to launch")),
+        "no server launched again: {err}"
+    );
+    // A range whose ends do not differ is refused, naming both.
+    let (code, _, err) = run(&["bisect", p.to_str().unwrap(), "--bad", "b3"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("the ends do not differ in output_tok_s")
+            && err.contains("good `b0`: output_tok_s ")
+            && err.contains("bad `b3`: output_tok_s "),
+        "{err}"
+    );
+}
+
+#[test]
+fn bisect_finds_the_first_build_answering_with_one_word_repeated() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = nine_builds("answers", |i| {
+        if i >= 6 {
+            "SERVEBENCH_SIM_DEGENERATE_AFTER = \"0\"\n".into()
+        } else {
+            String::new()
+        }
+    });
+    let p = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["bisect", p.to_str().unwrap(), "--watch", "answers"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("first build where answers changed: `b6` (server s-b6)"),
+        "{out}"
+    );
+    assert!(out.contains("first bad `b6`: degenerate_output: "), "{out}");
+    let servers = measured_servers(&dir.path().join("results/answers"));
+    assert!(servers.len() <= 5, "{servers:?}\n{out}");
+}

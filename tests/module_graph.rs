@@ -1,6 +1,6 @@
 //! The crate's module graph, checked from the source: no import cycle
 //! between top-level modules, and the pure modules (campaign, plan, memory,
-//! metrics, search, goal, report) use no async runtime, processes or sockets, and read or
+//! metrics, search, goal, report, bisect) use no async runtime, processes or sockets, and read or
 //! write files only at the named entry points listed here.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// Modules whose functions compute from their inputs only.
 const PURE: &[&str] = &[
-    "campaign", "plan", "memory", "metrics", "search", "goal", "report",
+    "campaign", "plan", "memory", "metrics", "search", "goal", "report", "bisect",
 ];
 
 /// What a pure module must never name.

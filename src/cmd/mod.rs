@@ -3,6 +3,7 @@
 //! handling they share live here.
 
 pub mod bench;
+pub mod bisect;
 pub mod init;
 pub mod logs;
 pub mod memory;
@@ -51,6 +52,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Logs(args) => logs::run(args),
         cli::Command::Report(args) => report::run(args),
         cli::Command::Compare(args) => report::compare(args),
+        cli::Command::Bisect(args) => bisect::run(args, cancel).await,
         cli::Command::Trace(args) => trace::run(args),
     }
 }

@@ -66,6 +66,80 @@ const METRICS: [Metric; 5] = [
     },
 ];
 
+/// The names of the metrics `compare` judges, in its order.
+pub fn metric_names() -> Vec<&'static str> {
+    METRICS.iter().map(|m| m.name).collect()
+}
+
+/// How one metric moved from one group of repetitions to another, by
+/// `compare`'s rule (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MetricChange {
+    /// Mean over the first group.
+    pub base: Option<f64>,
+    /// Mean over the second group.
+    pub new: Option<f64>,
+    /// (new − base) / base.
+    pub change: Option<f64>,
+    /// The relative change that counts: `max(threshold, 3 × noise)`.
+    pub limit: f64,
+    /// Relative range across repetitions, when either group had several.
+    pub noise: Option<f64>,
+    /// Whether it moved the wrong way by more than the limit.
+    pub regression: bool,
+    /// Whether it moved either way by more than the limit.
+    pub changed: bool,
+    /// Whether a higher value is better.
+    pub higher_is_better: bool,
+}
+
+/// [`MetricChange`] of the metric `name` from `base`'s usable cells to
+/// `new`'s, or `None` for a metric `compare` does not know.
+pub fn metric_change(
+    name: &str,
+    base: &[&CellResult],
+    new: &[&CellResult],
+    threshold: f64,
+) -> Option<MetricChange> {
+    let m = METRICS.iter().find(|m| m.name == name)?;
+    let ok_b: Vec<&&CellResult> = base.iter().filter(|c| c.status.is_usable()).collect();
+    let ok_n: Vec<&&CellResult> = new.iter().filter(|c| c.status.is_usable()).collect();
+    Some(change_of(*m, &ok_b, &ok_n, threshold))
+}
+
+/// `m`'s change from the usable cells `ok_b` to `ok_n`.
+fn change_of(
+    m: Metric,
+    ok_b: &[&&CellResult],
+    ok_n: &[&&CellResult],
+    threshold: f64,
+) -> MetricChange {
+    let sb = Spread::of(ok_b.iter().filter_map(|c| (m.get)(c)));
+    let sn = Spread::of(ok_n.iter().filter_map(|c| (m.get)(c)));
+    let noise = [sb, sn]
+        .iter()
+        .flatten()
+        .filter(|s| s.n >= 2)
+        .map(|s| s.relative_range())
+        .reduce(f64::max);
+    let limit = threshold.max(NOISE_FACTOR * noise.unwrap_or(0.0));
+    let change = match (sb, sn) {
+        (Some(b), Some(n)) if b.mean.abs() > 0.0 => Some((n.mean - b.mean) / b.mean),
+        _ => None,
+    };
+    let worse = change.map(|c| if m.higher_is_better { -c } else { c });
+    MetricChange {
+        base: sb.map(|s| s.mean),
+        new: sn.map(|s| s.mean),
+        change,
+        limit,
+        noise,
+        regression: worse.is_some_and(|w| w > limit),
+        changed: change.is_some_and(|c| c.abs() > limit),
+        higher_is_better: m.higher_is_better,
+    }
+}
+
 /// One metric of one (server, workload point) in both sets.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompareRow {
@@ -272,33 +346,19 @@ pub fn compare(base: &ResultSet, new: &ResultSet, threshold: f64) -> Comparison 
             continue;
         }
         for m in METRICS {
-            let sb = Spread::of(ok_b.iter().filter_map(|c| (m.get)(c)));
-            let sn = Spread::of(ok_n.iter().filter_map(|c| (m.get)(c)));
-            let noise = [sb, sn]
-                .iter()
-                .flatten()
-                .filter(|s| s.n >= 2)
-                .map(|s| s.relative_range())
-                .reduce(f64::max);
-            let limit = threshold.max(NOISE_FACTOR * noise.unwrap_or(0.0));
-            let change = match (sb, sn) {
-                (Some(b), Some(n)) if b.mean.abs() > 0.0 => Some((n.mean - b.mean) / b.mean),
-                _ => None,
-            };
-            let worse = change.map(|c| if m.higher_is_better { -c } else { c });
-            let regression = worse.is_some_and(|w| w > limit);
-            regressions += regression as usize;
+            let ch = change_of(m, &ok_b, &ok_n, threshold);
+            regressions += ch.regression as usize;
             rows.push(CompareRow {
                 server_id: server_id.clone(),
                 point: point.clone(),
                 matched_by: *how,
                 metric: m.name.to_string(),
-                base: sb.map(|s| s.mean),
-                new: sn.map(|s| s.mean),
-                change,
-                limit,
-                noise,
-                regression,
+                base: ch.base,
+                new: ch.new,
+                change: ch.change,
+                limit: ch.limit,
+                noise: ch.noise,
+                regression: ch.regression,
             });
         }
     }
