@@ -151,6 +151,7 @@ fn main() -> anyhow::Result<()> {
         servers: servers.iter().map(|s| s.id.clone()).collect(),
         workloads: vec![],
         searches: vec![],
+        builds: vec![],
     }
     .write(dir.path())?;
 

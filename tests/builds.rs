@@ -59,9 +59,25 @@ fn two_builds_run_side_by_side_each_with_its_version_detected_and_stored() {
         !plan.contains("engine build:"),
         "no server runs [engine] as written: {plan}"
     );
-    let (code, _, err) = run(&["run", p.to_str().unwrap()]);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
+    // The answer names the build its picks run on, and no regression.
+    assert!(
+        out.contains("build to deploy: `new` (1 of 1 picks above run on it)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("builds: no regression from one build to the next (2 comparisons)"),
+        "{out}"
+    );
     let root = dir.path().join("results/builds");
+    let md = std::fs::read_to_string(root.join("report.md")).unwrap();
+    assert!(md.contains("\n## Builds\n"), "{md}");
+    assert!(
+        md.contains("- `old` → `new` (s-old → s-new) at w-in64-out8-c1: output_tok_s "),
+        "{md}"
+    );
+    assert!(!md.contains("REGRESSION"), "{md}");
     let stored = cells(&root);
     assert_eq!(stored.len(), 4, "{:?}", stored.keys());
     let schema = crate::schema::validator("servebench/cell-result.schema.json");
@@ -209,6 +225,30 @@ fn bisect_finds_an_injected_speed_regression_among_nine_builds_in_five_and_resum
     assert!(
         totals.iter().all(|l| l.contains("0 servers to launch")),
         "no server launched again: {err}"
+    );
+    // The report compares each measured build with the one before it: the
+    // slowdown at b5 and b6's failure to start are flagged.
+    let (code, table, err) = run(&["report", root.to_str().unwrap(), "--table"]);
+    assert_eq!(code, 0, "{err}");
+    let flagged: Vec<&str> = table
+        .lines()
+        .filter(|l| l.trim_end().ends_with("REGRESSION"))
+        .collect();
+    assert!(
+        flagged
+            .iter()
+            .any(|l| l.contains("`b4` → `b5`") && l.contains("output_tok_s")),
+        "{table}"
+    );
+    assert!(
+        flagged
+            .iter()
+            .any(|l| l.contains("`b5` → `b6`") && l.contains("stopped working")),
+        "{table}"
+    );
+    assert!(
+        !flagged.iter().any(|l| l.contains("`b0` → `b4`")),
+        "{table}"
     );
     // A range whose ends do not differ is refused, naming both.
     let (code, _, err) = run(&["bisect", p.to_str().unwrap(), "--bad", "b3"]);

@@ -312,6 +312,7 @@ pub fn fixture() -> ResultSet {
             ],
             workloads: vec!["chat".into(), "ctx".into(), "kinds".into(), "agent".into()],
             searches: vec![],
+            builds: vec![],
         }),
         cells,
         unreadable: vec![],

@@ -75,6 +75,10 @@ pub fn lines(r: &Report) -> Vec<String> {
             "nothing to recommend: no declared SLO met and no concurrency-1 measurement".into(),
         );
     }
+    out.extend(super::builds::answer_lines(
+        &r.build_steps,
+        &picked_servers(r),
+    ));
     out.extend(super::table::not_measured_lines(r));
     let not_ranked: BTreeMap<&str, ()> = r
         .slo_picks
@@ -104,6 +108,28 @@ pub fn lines(r: &Report) -> Vec<String> {
         ));
     }
     out
+}
+
+/// Each server the picks above name, with its build where builds are compared.
+fn picked_servers(r: &Report) -> Vec<(String, Option<String>)> {
+    let build_of = |id: &str| {
+        r.build_steps.iter().find_map(|s| {
+            [&s.from, &s.to]
+                .into_iter()
+                .find(|(_, server)| server == id)
+                .map(|(b, _)| b.clone())
+        })
+    };
+    r.search_picks
+        .iter()
+        .filter_map(|p| p.server_id.clone())
+        .chain(r.slo_picks.iter().map(|p| p.best.server_id.clone()))
+        .chain(r.stream_picks.iter().map(|p| p.best.server_id.clone()))
+        .map(|id| {
+            let b = build_of(&id);
+            (id, b)
+        })
+        .collect()
 }
 
 /// The answer with its heading and where the rest is, for the terminal:

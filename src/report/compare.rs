@@ -73,7 +73,7 @@ pub fn metric_names() -> Vec<&'static str> {
 
 /// How one metric moved from one group of repetitions to another, by
 /// `compare`'s rule (see the module's documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct MetricChange {
     /// Mean over the first group.
     pub base: Option<f64>,

@@ -221,6 +221,22 @@ fn answers_and_cache(s: &mut String, r: &Report) {
         }
         s.push_str("</ul>");
     }
+    if !r.build_steps.is_empty() {
+        let _ = write!(
+            s,
+            r#"<h2 id="builds">Builds</h2><p>{}</p><ul>"#,
+            esc(&super::builds::rule())
+        );
+        for step in &r.build_steps {
+            let class = if step.regression {
+                r#" class="bad""#
+            } else {
+                ""
+            };
+            let _ = write!(s, "<li{class}>{}</li>", esc(&step.text()));
+        }
+        s.push_str("</ul>");
+    }
     if !r.prefix_cache.is_empty() {
         let _ = write!(
             s,

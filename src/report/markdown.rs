@@ -72,6 +72,12 @@ impl Exporter for MarkdownExporter {
                 out.push_str(&format!("- {l}\n"));
             }
         }
+        if !r.build_steps.is_empty() {
+            out.push_str(&format!("\n## Builds\n\n{}\n\n", super::builds::rule()));
+            for s in &r.build_steps {
+                out.push_str(&format!("- {}\n", s.text()));
+            }
+        }
         if !r.prefix_cache.is_empty() {
             out.push_str(&format!("\n## Prefix cache\n\n{}\n\n", prefix_cache_rule()));
             for row in &r.prefix_cache {

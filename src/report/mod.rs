@@ -11,6 +11,7 @@
 
 pub mod agreement;
 pub mod answer;
+pub mod builds;
 pub mod charts;
 pub mod checks;
 pub mod compare;

@@ -488,6 +488,9 @@ pub struct Report {
     /// Per trace replay cell, its prefix-cache reuse predicted and measured.
     #[serde(default)]
     pub prefix_cache: Vec<super::prefix_cache::CacheRow>,
+    /// Each config on several builds: every build against the one before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub build_steps: Vec<super::builds::BuildStep>,
     /// Result files that could not be read.
     pub unreadable: Vec<(String, String)>,
     /// Charts, in page order.
@@ -784,6 +787,10 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         turns,
         answers,
         prefix_cache: super::prefix_cache::rows(&cells),
+        build_steps: super::builds::steps(
+            &cells,
+            meta.map(|m| m.builds.as_slice()).unwrap_or_default(),
+        ),
         trace_windows,
         unreadable: set.unreadable.clone(),
         charts,

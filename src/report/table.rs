@@ -238,6 +238,12 @@ impl Exporter for TableExporter {
                 out.push_str(&format!("  {l}\n"));
             }
         }
+        if !r.build_steps.is_empty() {
+            out.push_str("\nBuilds\n");
+            for s in &r.build_steps {
+                out.push_str(&format!("  {}\n", s.text()));
+            }
+        }
         if !r.prefix_cache.is_empty() {
             out.push_str("\nPrefix cache\n");
             for row in &r.prefix_cache {

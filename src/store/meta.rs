@@ -33,6 +33,9 @@ pub struct CampaignMeta {
     /// SLO searches, replayed from the stored probes.
     #[serde(default)]
     pub searches: Vec<crate::campaign::resolve::Search>,
+    /// `[[build]]` names in declaration order, the order builds are compared in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub builds: Vec<String>,
 }
 
 impl CampaignMeta {
@@ -52,6 +55,7 @@ impl CampaignMeta {
             servers: c.servers.iter().map(|s| s.id.clone()).collect(),
             workloads,
             searches: c.searches.clone(),
+            builds: c.builds.iter().map(|b| b.name.clone()).collect(),
         }
     }
 
