@@ -282,3 +282,24 @@ fn bisect_finds_the_first_build_answering_with_one_word_repeated() {
     let servers = measured_servers(&dir.path().join("results/answers"));
     assert!(servers.len() <= 5, "{servers:?}\n{out}");
 }
+
+#[test]
+fn the_builds_example_plans_each_build_and_bisect_finds_its_slow_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_campaign(dir.path(), crate::common::example("builds.toml"));
+    let (code, plan, err) = run(&["plan", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for i in 0..8 {
+        assert!(
+            plan.contains(&format!("build `1.{i}`: 1.{i} (from `")),
+            "{plan}"
+        );
+    }
+    assert!(!plan.contains("warning:"), "{plan}");
+    let (code, out, err) = run(&["bisect", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("first build where output_tok_s changed: `1.4` (server mrr16-1.4); 5 of 8 builds measured"),
+        "{out}"
+    );
+}

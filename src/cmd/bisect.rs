@@ -352,20 +352,24 @@ fn watched_points(c: &Campaign, cell: Option<&str>) -> anyhow::Result<Vec<Worklo
         w.repetition = 0;
         w.cell_name()
     };
-    let mut names: Vec<String> = c.workloads.iter().map(base).collect();
-    names.dedup();
+    let mut names: Vec<String> = Vec::new();
+    for n in c.workloads.iter().map(base) {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    let listed = names
+        .iter()
+        .take(12)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     let name = match cell {
         Some(n) => n.to_string(),
         None if names.len() == 1 => names[0].clone(),
         None => bail!(
-            "the campaign has {} cells; name the one to watch with --cell: {}",
-            names.len(),
-            names
-                .iter()
-                .take(12)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
+            "the campaign has {} cells; name the one to watch with --cell: {listed}",
+            names.len()
         ),
     };
     let points: Vec<WorkloadPoint> = c
@@ -375,15 +379,7 @@ fn watched_points(c: &Campaign, cell: Option<&str>) -> anyhow::Result<Vec<Worklo
         .cloned()
         .collect();
     if points.is_empty() {
-        bail!(
-            "--cell: no cell `{name}` in the campaign; its cells: {}",
-            names
-                .iter()
-                .take(12)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        bail!("--cell: no cell `{name}` in the campaign; its cells: {listed}");
     }
     Ok(points)
 }
