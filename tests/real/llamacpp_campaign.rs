@@ -571,3 +571,76 @@ goal = "answer"
     assert!(!out.contains("this answer rests on"), "{out}");
     assert_eq!(answer_lines(&out), goal_answer, "{out}");
 }
+
+#[test]
+fn two_real_llamacpp_builds_run_side_by_side_each_with_its_version_stored() {
+    let _turn = real_engine_turn();
+    let old = std::env::var("SERVEBENCH_OLD_LLAMACPP_PYTHON").expect("run through scripts/test.sh");
+    let new = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
+    let dir = tempfile::tempdir().unwrap();
+    let head = real_llamacpp_head("builds", &[], 1024);
+    // Each build is its own Python environment with its own xllamacpp.
+    let text = format!(
+        r#"{head}
+[[build]]
+name = "b9538"
+executable = ["{old}", "{script}"]
+version = "2026.6.9538"
+[[build]]
+name = "b11549"
+executable = ["{new}", "{script}"]
+version = "2026.10.11549"
+[[matrix]]
+id = "ar-{{build}}"
+build = ["b9538", "b11549"]
+[[workload]]
+name = "kinds"
+api = "chat"
+prompt_kinds = ["arithmetic", "haiku"]
+output_len = 16
+concurrency = 1
+num_requests = 4
+[run]
+health_timeout = "90s"
+grace_period = "3s"
+"#
+    );
+    let campaign = write_campaign(dir.path(), &text);
+    let (code, plan, err) = run(&["plan", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    // Each build answered `--version` through its own environment.
+    assert!(
+        plan.contains("build `b9538`: 2026.6.9538 (from `"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("build `b11549`: 2026.10.11549 (from `"),
+        "{plan}"
+    );
+    assert!(!plan.contains("warning:"), "{plan}");
+    let (code, stdout, stderr) = run(&["run", campaign.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let root = dir.path().join("results/builds");
+    let cells = cells(&root);
+    assert_eq!(cells.len(), 2, "{:?}", cells.keys().collect::<Vec<_>>());
+    for (name, c) in &cells {
+        assert_eq!(c["status"], "ok", "{name}: {}", c["failure"]);
+        let want = if name.starts_with("ar-b9538/") {
+            "2026.6.9538"
+        } else {
+            "2026.10.11549"
+        };
+        assert_eq!(c["engine_build"]["version"], want, "{name}");
+        // The server was started by that build's own Python.
+        let argv = c["server_run"]["command"].as_array().unwrap();
+        let exe = if want == "2026.6.9538" { &old } else { &new };
+        assert_eq!(argv[0], exe.as_str(), "{name}");
+    }
+    // The report compares the two builds at the point both measured.
+    let md = std::fs::read_to_string(root.join("report.md")).unwrap();
+    assert!(
+        md.contains("- `b9538` → `b11549` (ar-b9538 → ar-b11549) at kinds-"),
+        "{md}"
+    );
+}
