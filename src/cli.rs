@@ -171,8 +171,10 @@ pub struct BisectArgs {
     /// The cell watched, e.g. `chat-in64-out32-c4` (default: the campaign's only one).
     #[arg(long)]
     pub cell: Option<String>,
-    /// What to watch: `answers`, or a metric `compare` judges
-    /// (output_tok_s, decode_tok_s_p50, ttft_p50_ms, ttft_p99_ms, tpot_p50_ms).
+    /// What to watch: `answers`, a metric `compare` judges (output_tok_s,
+    /// decode_tok_s_p50, ttft_p50_ms, ttft_p99_ms, tpot_p50_ms), or an engine
+    /// counter (engine:prefix_cache_hits, engine:prefix_cache_queries,
+    /// engine:prompt_tokens, engine:generation_tokens).
     #[arg(long, default_value = "output_tok_s")]
     pub watch: String,
     /// Smallest relative change of a metric that counts (0.1 = 10%), as in `compare`.

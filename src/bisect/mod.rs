@@ -12,7 +12,12 @@
 //!   moved; otherwise it is *good*;
 //! - `answers`: a build is *bad* when its answers are wrong: degenerate, or
 //!   failing their checks, or differing from the good build's answers early
-//!   and often (the rule the report uses against a baseline).
+//!   and often (the rule the report uses against a baseline);
+//! - `engine:<counter>`: one of the engine's own counters over the cell
+//!   (`engine:prefix_cache_hits`, …, from its `/metrics`): a build is *bad*
+//!   when it exports the counter where the good build does not (or the
+//!   other way round, as the bad build does), or when the value moved
+//!   beyond the threshold the way the bad build's moved.
 //!
 //! A build whose cell has no measurement to judge (it failed to start, its
 //! engine cannot run here, it crashed) is *untestable*: it is skipped, as
@@ -32,7 +37,20 @@ pub enum Watch {
     Metric(String),
     /// Whether the answers are right.
     Answers,
+    /// One of the engine's counters over the cell, by its name in [`COUNTERS`].
+    Engine(&'static str),
 }
+
+/// Reads one engine counter of a cell's telemetry.
+type CounterOf = fn(&crate::telemetry::CommonMetrics) -> Option<f64>;
+
+/// The engine counters a bisection can watch: their names after `engine:`.
+pub const COUNTERS: &[(&str, CounterOf)] = &[
+    ("prompt_tokens", |m| m.prompt_tokens),
+    ("generation_tokens", |m| m.generation_tokens),
+    ("prefix_cache_hits", |m| m.prefix_cache_hits),
+    ("prefix_cache_queries", |m| m.prefix_cache_queries),
+];
 
 impl std::str::FromStr for Watch {
     type Err = BisectError;
@@ -41,13 +59,22 @@ impl std::str::FromStr for Watch {
         if s == "answers" {
             return Ok(Watch::Answers);
         }
+        if let Some(name) = s.strip_prefix("engine:") {
+            if let Some((known, _)) = COUNTERS.iter().find(|(n, _)| *n == name) {
+                return Ok(Watch::Engine(known));
+            }
+        }
         let names = crate::report::compare::metric_names();
         if names.contains(&s) {
             Ok(Watch::Metric(s.to_string()))
         } else {
+            let counters: Vec<String> = COUNTERS
+                .iter()
+                .map(|(n, _)| format!("engine:{n}"))
+                .collect();
             Err(BisectError::UnknownWatch {
                 given: s.to_string(),
-                known: format!("answers, {}", names.join(", ")),
+                known: format!("answers, {}, {}", names.join(", "), counters.join(", ")),
             })
         }
     }
@@ -58,6 +85,7 @@ impl std::fmt::Display for Watch {
         match self {
             Watch::Metric(m) => f.write_str(m),
             Watch::Answers => f.write_str("answers"),
+            Watch::Engine(n) => write!(f, "engine:{n}"),
         }
     }
 }
@@ -305,6 +333,12 @@ pub fn observe(
             }
             answers_against(good, build)
         }
+        Watch::Engine(name) => {
+            if let Some(why) = untestable(build) {
+                return Observation::Untestable(why);
+            }
+            counter_against(name, (good, bad), build, threshold)
+        }
         Watch::Metric(name) => {
             if let Some(why) = untestable(build) {
                 return Observation::Untestable(why);
@@ -344,6 +378,64 @@ pub fn good_text(watch: &Watch, good: &Cells, threshold: f64) -> String {
             "{} cells with answers neither degenerate nor failing their checks",
             good.cells.iter().filter(|c| c.status.is_usable()).count()
         ),
+        Watch::Engine(name) => counter_text(name, counter(name, good)),
+    }
+}
+
+/// The engine counter `name` summed over the usable cells, `None` where no
+/// cell's engine exported it.
+fn counter(name: &str, cells: &Cells) -> Option<f64> {
+    let (_, get) = COUNTERS.iter().find(|(n, _)| *n == name)?;
+    cells
+        .cells
+        .iter()
+        .filter(|c| c.status.is_usable())
+        .filter_map(|c| c.telemetry.as_ref()?.metrics.as_ref().and_then(get))
+        .reduce(|a, b| a + b)
+}
+
+/// `engine:prefix_cache_hits 384` or `… not exported`.
+fn counter_text(name: &str, v: Option<f64>) -> String {
+    match v {
+        Some(v) => format!("engine:{name} {v:.0}"),
+        None => format!("engine:{name} not exported"),
+    }
+}
+
+/// Whether the counter `name` of `build` is the good build's: exported
+/// where the good build's is, and within the threshold of its value.
+fn counter_against(
+    name: &str,
+    (good, bad): (&Cells, &Cells),
+    build: &Cells,
+    threshold: f64,
+) -> Observation {
+    let (g, b, v) = (
+        counter(name, good),
+        counter(name, bad),
+        counter(name, build),
+    );
+    let text = counter_text(name, v);
+    if g.is_some() != b.is_some() {
+        return if v.is_some() == b.is_some() {
+            Observation::Bad(format!(
+                "{text}, where the good build has {}",
+                counter_text(name, g)
+            ))
+        } else {
+            Observation::Good(text)
+        };
+    }
+    match (g, b, v) {
+        (Some(g), Some(b), Some(v)) if g.abs() > 0.0 => {
+            let (moved, direction) = ((v - g) / g, (b - g).signum());
+            if moved.abs() > threshold && moved.signum() == direction {
+                Observation::Bad(format!("{text} ({:+.1} % from {g:.0})", 100.0 * moved))
+            } else {
+                Observation::Good(text)
+            }
+        }
+        _ => Observation::Good(text),
     }
 }
 

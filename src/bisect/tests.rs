@@ -97,6 +97,12 @@ fn the_range_must_name_known_builds_good_before_bad() {
         "ttft_p50_ms".parse::<Watch>().unwrap(),
         Watch::Metric("ttft_p50_ms".into())
     );
+    assert_eq!(
+        "engine:prefix_cache_hits".parse::<Watch>().unwrap(),
+        Watch::Engine("prefix_cache_hits")
+    );
     let e = "speed".parse::<Watch>().unwrap_err().to_string();
     assert!(e.contains("answers, output_tok_s"), "{e}");
+    assert!(e.contains("engine:prefix_cache_hits"), "{e}");
+    assert!("engine:nothing".parse::<Watch>().is_err());
 }

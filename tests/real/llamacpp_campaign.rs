@@ -644,3 +644,71 @@ grace_period = "3s"
         "{md}"
     );
 }
+
+#[test]
+fn bisect_over_eight_real_llamacpp_builds_finds_the_first_that_counts_cached_prompt_tokens() {
+    let _turn = real_engine_turn();
+    let dir_of = std::env::var("SERVEBENCH_LLAMACPP_BUILDS").expect("run through scripts/test.sh");
+    let current = std::env::var("SERVEBENCH_PYTHON").expect("run through scripts/test.sh");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/llama-server");
+    // In release order. Measured by hand on each: builds before 2026.8.10566
+    // export no `llamacpp:prompt_tokens_cached_total` on /metrics; it and
+    // every later build do.
+    let builds = [
+        "2026.5.9294",
+        "2026.6.9538",
+        "2026.6.9713",
+        "2026.7.9873",
+        "2026.7.10068",
+        "2026.8.10566",
+        "2026.9.11063",
+        "2026.10.11549",
+    ];
+    let first_counting = 5;
+    let mut text = real_llamacpp_head("bisect", &["--metrics"], 1024);
+    for b in builds {
+        let python = if b == "2026.10.11549" {
+            current.clone()
+        } else {
+            format!("{dir_of}/{b}/bin/python")
+        };
+        text += &format!("[[build]]\nname = \"{b}\"\nexecutable = [\"{python}\", \"{script}\"]\n");
+    }
+    let all: Vec<String> = builds.iter().map(|b| format!("\"{b}\"")).collect();
+    text += &format!(
+        "[[matrix]]\nid = \"ar-{{build}}\"\nbuild = [{}]\n\
+         [[workload]]\nname = \"prefix\"\ninput_len = 256\nshared_prefix = 224\noutput_len = 4\n\
+         concurrency = 1\nnum_requests = 4\n[run]\nhealth_timeout = \"90s\"\ngrace_period = \"3s\"\n",
+        all.join(", ")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&[
+        "bisect",
+        campaign.to_str().unwrap(),
+        "--watch",
+        "engine:prefix_cache_hits",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    println!("{out}");
+    assert!(
+        out.contains("first build where engine:prefix_cache_hits changed: `2026.8.10566`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  last good `2026.7.10068`: engine:prefix_cache_hits not exported"),
+        "{out}"
+    );
+    // Each build measured agrees with what was found by hand, and no more
+    // than the ends plus ⌈log2 7⌉ were measured.
+    let stored = cells(&dir.path().join("results/bisect"));
+    assert!(stored.len() <= 5, "{:?}", stored.keys().collect::<Vec<_>>());
+    for (name, c) in &stored {
+        let build = c["server"]["build"]["name"].as_str().unwrap();
+        let at = builds.iter().position(|b| *b == build).unwrap();
+        assert_eq!(c["status"], "ok", "{name}: {}", c["failure"]);
+        assert_eq!(c["engine_build"]["version"], build, "{name}");
+        let hits = &c["telemetry"]["metrics"]["prefix_cache_hits"];
+        assert_eq!(hits.is_number(), at >= first_counting, "{name}: {hits}");
+    }
+}
