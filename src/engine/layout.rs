@@ -91,7 +91,7 @@ impl Layout {
     }
 
     /// Whether `engine` can start this layout; the error says which sizes would do.
-    pub fn check(&self, engine: EngineKind) -> Result<(), String> {
+    pub fn check(&self, engine: EngineKind) -> Result<(), LayoutError> {
         for (name, v) in [
             ("tp", self.tp),
             ("dp", self.dp),
@@ -100,7 +100,7 @@ impl Layout {
             ("pp", self.pp),
         ] {
             if v == 0 {
-                return Err(format!("{name} must be at least 1"));
+                return Err(LayoutError::Zero(name));
             }
         }
         match engine {
@@ -112,10 +112,10 @@ impl Layout {
         }
     }
 
-    fn check_vllm(&self) -> Result<(), String> {
+    fn check_vllm(&self) -> Result<(), LayoutError> {
         let width = self.tp.saturating_mul(self.dp);
         if self.dp_attention != 1 {
-            return Err(format!(
+            return Err(LayoutError::Unsupported(format!(
                 "vLLM has no attention data parallelism inside a TP group (got dp_attention {}): \
                  its data-parallel ranks with expert parallelism are that layout, so set \
                  tp = {}, dp = {}, ep = {} instead",
@@ -123,69 +123,80 @@ impl Layout {
                 self.tp / self.dp_attention.max(1),
                 self.dp_attention,
                 self.tp
-            ));
+            )));
         }
         if self.ep != 1 && self.ep != width {
-            return Err(format!(
+            return Err(LayoutError::Unsupported(format!(
                 "vLLM's expert-parallel size is TP × DP (--enable-expert-parallel spreads the \
                  experts over every rank), here {width}; set ep = {width}, or ep = 1 for \
                  tensor-parallel experts (got ep {})",
                 self.ep
-            ));
+            )));
         }
         Ok(())
     }
 
-    fn check_sglang(&self) -> Result<(), String> {
+    fn check_sglang(&self) -> Result<(), LayoutError> {
         if self.dp_attention != 1 && self.dp != 1 {
-            return Err(format!(
+            return Err(LayoutError::Unsupported(format!(
                 "SGLang does not combine data-parallel replicas with attention data parallelism \
                  (got dp {} and dp_attention {}); keep one of them at 1",
                 self.dp, self.dp_attention
-            ));
+            )));
         }
         if self.tp % self.dp_attention != 0 {
-            return Err(format!(
+            return Err(LayoutError::Unsupported(format!(
                 "dp_attention must divide tp (SGLang splits the TP group into attention groups): \
                  with tp = {} use dp_attention in {}",
                 self.tp,
                 divisors(self.tp)
-            ));
+            )));
         }
         if self.tp % self.ep != 0 {
-            return Err(format!(
+            return Err(LayoutError::Unsupported(format!(
                 "ep must divide tp (SGLang's MoE layers run ep groups of tp / ep ranks inside \
                  the TP group): with tp = {} use ep in {}",
                 self.tp,
                 divisors(self.tp)
-            ));
+            )));
         }
         Ok(())
     }
 
-    fn check_sim(&self) -> Result<(), String> {
+    fn check_sim(&self) -> Result<(), LayoutError> {
         if self.dp_attention == 1 && self.ep == 1 && self.pp == 1 {
             return Ok(());
         }
-        Err(format!(
+        Err(LayoutError::Unsupported(format!(
             "the simulator serves data-parallel replicas (dp) but has no model of attention \
              data parallelism, expert or pipeline parallelism (got {}); set dp_attention, ep \
              and pp to 1, or plan the layout with engine sglang or vllm",
             self.label()
-        ))
+        )))
     }
 
-    fn check_llamacpp(&self) -> Result<(), String> {
+    fn check_llamacpp(&self) -> Result<(), LayoutError> {
         if self.is_tp_only() {
             return Ok(());
         }
-        Err(format!(
+        Err(LayoutError::Unsupported(format!(
             "llama.cpp serves one copy of the model from one process and has no data, \
              attention-data, expert or pipeline parallelism settings (got {}); set dp, \
              dp_attention, ep and pp to 1 and run replicas as separate servers",
             self.label()
-        ))
+        )))
     }
+}
+
+/// Why an engine cannot start a layout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// A size of 0.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    /// A combination the engine has no way to run, with the sizes that would.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// The divisors of `n`, as `1, 2, 4, 8`.
@@ -197,19 +208,21 @@ fn divisors(n: u32) -> String {
         .join(", ")
 }
 
+/// A layout of `tp` with the sizes beyond it, for tests here and in the memory model's.
+#[cfg(test)]
+pub(crate) fn layout(tp: u32, dp: u32, dp_attention: u32, ep: u32, pp: u32) -> Layout {
+    Layout {
+        tp,
+        dp,
+        dp_attention,
+        ep,
+        pp,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn layout(tp: u32, dp: u32, dp_attention: u32, ep: u32, pp: u32) -> Layout {
-        Layout {
-            tp,
-            dp,
-            dp_attention,
-            ep,
-            pp,
-        }
-    }
 
     #[test]
     fn gpus_multiply_tp_dp_and_pp_while_attention_dp_and_ep_split_tp() {
@@ -230,28 +243,35 @@ mod tests {
         assert!(vllm(layout(2, 4, 1, 8, 1)).is_ok());
         assert!(vllm(layout(2, 4, 1, 4, 1))
             .unwrap_err()
+            .to_string()
             .contains("set ep = 8"));
         assert!(vllm(layout(8, 1, 8, 8, 1))
             .unwrap_err()
+            .to_string()
             .contains("tp = 1, dp = 8, ep = 8"));
         let sglang = |l: Layout| l.check(EngineKind::Sglang);
         assert!(sglang(layout(8, 1, 8, 8, 1)).is_ok());
         assert!(sglang(layout(8, 1, 3, 1, 1))
             .unwrap_err()
+            .to_string()
             .contains("dp_attention in 1, 2, 4, 8"));
         assert!(sglang(layout(4, 1, 1, 3, 1))
             .unwrap_err()
+            .to_string()
             .contains("ep in 1, 2, 4"));
         assert!(sglang(layout(4, 2, 2, 1, 1))
             .unwrap_err()
+            .to_string()
             .contains("keep one of them at 1"));
         assert!(layout(1, 2, 1, 1, 1)
             .check(EngineKind::Llamacpp)
             .unwrap_err()
+            .to_string()
             .contains("tp1-dp2"));
         assert!(layout(1, 0, 1, 1, 1)
             .check(EngineKind::Command)
             .unwrap_err()
+            .to_string()
             .contains("dp must be at least 1"));
     }
 }

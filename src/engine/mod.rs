@@ -474,7 +474,7 @@ fn generated_args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
     if spec.engine != EngineKind::Openai {
         spec.layout()
             .check(spec.engine)
-            .map_err(|m| EngineError::new(spec.engine, m))?;
+            .map_err(|m| EngineError::new(spec.engine, m.to_string()))?;
     }
     match spec.engine {
         EngineKind::Sglang => sglang::args(spec),

@@ -780,16 +780,7 @@ fn a_tp_refusal_lists_the_sizes_that_split_every_head_count() {
     );
 }
 
-/// A layout of `tp` with the sizes beyond it.
-fn layout(tp: u32, dp: u32, dp_attention: u32, ep: u32, pp: u32) -> Layout {
-    Layout {
-        tp,
-        dp,
-        dp_attention,
-        ep,
-        pp,
-    }
-}
+use crate::engine::layout::layout;
 
 #[test]
 fn sglang_attention_dp_keeps_whole_attention_per_gpu_and_multiplies_the_kv_pools() {

@@ -606,6 +606,65 @@ fn build_notes(
     }
 }
 
+/// A server group's heading and the lines about it before its command:
+/// layout, memory, what cannot be estimated, the ETA's basis, the KV capacity
+/// its engine reported.
+fn render_group_head(g: &ServerGroup, out: &mut String) {
+    let eta = g.eta_s();
+    let searches = match g.searches.len() {
+        0 => String::new(),
+        1 => ", 1 search".to_string(),
+        n => format!(", {n} searches"),
+    };
+    let layout = g.server.layout();
+    let layout = if layout.is_tp_only() {
+        format!("tp={}", layout.tp)
+    } else {
+        format!("{}, {} GPUs", layout.label(), layout.gpus())
+    };
+    out.push_str(&format!(
+        "server {} ({layout}, {}): {} cells{searches}, ETA {}\n",
+        g.server.id,
+        g.server.method_name(),
+        g.cells.len(),
+        fmt_s(eta)
+    ));
+    if let Some(m) = &g.memory {
+        out.push_str(&format!("  memory: {}\n", m.line()));
+    }
+    for what in &g.cannot_estimate {
+        out.push_str(&format!("  cannot estimate {what}\n"));
+    }
+    for flag in &g.unknown_flags {
+        out.push_str(&format!("  warning: {flag}\n"));
+    }
+    if g.needs_launch() {
+        out.push_str(&format!(
+            "  ETA basis: start-up {}; {}{}\n",
+            fmt_eta(g.startup_eta_s),
+            g.eta_basis,
+            if g.calibrated {
+                ", corrected by measured cells"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(rep) = g.reported_kv_tokens {
+        let vs = match g.memory.as_ref().filter(|m| m.kv_capacity_tokens > 0) {
+            Some(m) => format!(
+                " (estimate {} tokens, {:+.1}%)",
+                m.kv_capacity_tokens,
+                (m.kv_capacity_tokens as f64 / rep as f64 - 1.0) * 100.0
+            ),
+            None => String::new(),
+        };
+        out.push_str(&format!(
+            "  engine reported KV capacity: {rep} tokens{vs}\n"
+        ));
+    }
+}
+
 /// The plan's lines for one search.
 fn render_search(ps: &PlannedSearch) -> String {
     let spec = &ps.spec;
@@ -982,59 +1041,7 @@ pub fn render(plan: &Plan, show_commands: bool) -> String {
         out.push('\n');
     }
     for g in &plan.groups {
-        let eta = g.eta_s();
-        let searches = match g.searches.len() {
-            0 => String::new(),
-            1 => ", 1 search".to_string(),
-            n => format!(", {n} searches"),
-        };
-        let layout = g.server.layout();
-        let layout = if layout.is_tp_only() {
-            format!("tp={}", layout.tp)
-        } else {
-            format!("{}, {} GPUs", layout.label(), layout.gpus())
-        };
-        out.push_str(&format!(
-            "server {} ({layout}, {}): {} cells{searches}, ETA {}\n",
-            g.server.id,
-            g.server.method_name(),
-            g.cells.len(),
-            fmt_s(eta)
-        ));
-        if let Some(m) = &g.memory {
-            out.push_str(&format!("  memory: {}\n", m.line()));
-        }
-        for what in &g.cannot_estimate {
-            out.push_str(&format!("  cannot estimate {what}\n"));
-        }
-        for flag in &g.unknown_flags {
-            out.push_str(&format!("  warning: {flag}\n"));
-        }
-        if g.needs_launch() {
-            out.push_str(&format!(
-                "  ETA basis: start-up {}; {}{}\n",
-                fmt_eta(g.startup_eta_s),
-                g.eta_basis,
-                if g.calibrated {
-                    ", corrected by measured cells"
-                } else {
-                    ""
-                }
-            ));
-        }
-        if let Some(rep) = g.reported_kv_tokens {
-            let vs = match g.memory.as_ref().filter(|m| m.kv_capacity_tokens > 0) {
-                Some(m) => format!(
-                    " (estimate {} tokens, {:+.1}%)",
-                    m.kv_capacity_tokens,
-                    (m.kv_capacity_tokens as f64 / rep as f64 - 1.0) * 100.0
-                ),
-                None => String::new(),
-            };
-            out.push_str(&format!(
-                "  engine reported KV capacity: {rep} tokens{vs}\n"
-            ));
-        }
+        render_group_head(g, &mut out);
         match &g.command {
             Ok(argv) if show_commands => {
                 // The port is picked at launch time.

@@ -427,6 +427,35 @@ pub struct TurnRow {
     pub context_tokens: Option<f64>,
 }
 
+/// Each cell's row, against the baseline's cell at the same point (and
+/// repetition, where it has one), with its answers' agreement.
+fn cell_rows(
+    cells: &[&CellResult],
+    baseline: Option<&str>,
+    agreements: &super::agreement::Agreements,
+) -> Vec<CellRow> {
+    let is_base = |c: &CellResult| Some(c.server_id.as_str()) == baseline && c.status.is_usable();
+    let base_cells: HashMap<(String, u32), &CellResult> = cells
+        .iter()
+        .filter(|c| is_base(c))
+        .map(|c| ((point_name(c), c.workload.repetition), *c))
+        .collect();
+    let base_any: HashMap<String, &CellResult> = cells
+        .iter()
+        .filter(|c| is_base(c))
+        .map(|c| (point_name(c), *c))
+        .collect();
+    cells
+        .iter()
+        .map(|c| CellRow {
+            output_identical: agreements
+                .get(&(c.server_id.clone(), c.identity.clone()))
+                .and_then(|a| a.0.identical_share()),
+            ..cell_row(c, &base_cells, &base_any, baseline)
+        })
+        .collect()
+}
+
 /// Everything a report says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -675,26 +704,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         .enumerate()
         .map(|(i, s)| (s.as_str(), i))
         .collect();
-    let base_cells: HashMap<(String, u32), &CellResult> = cells
-        .iter()
-        .filter(|c| Some(&c.server_id) == baseline.as_ref() && c.status.is_usable())
-        .map(|c| ((point_name(c), c.workload.repetition), *c))
-        .collect();
-    let base_any: HashMap<String, &CellResult> = cells
-        .iter()
-        .filter(|c| Some(&c.server_id) == baseline.as_ref() && c.status.is_usable())
-        .map(|c| (point_name(c), *c))
-        .collect();
-
-    let rows: Vec<CellRow> = cells
-        .iter()
-        .map(|c| CellRow {
-            output_identical: agreements
-                .get(&(c.server_id.clone(), c.identity.clone()))
-                .and_then(|a| a.0.identical_share()),
-            ..cell_row(c, &base_cells, &base_any, baseline.as_deref())
-        })
-        .collect();
+    let rows = cell_rows(&cells, baseline.as_deref(), &agreements);
     let points = point_rows(&cells, &rows);
     let kinds = kind_rows(&cells, baseline.as_deref());
     // A level that did not run at its concurrency is shown in the tables,
