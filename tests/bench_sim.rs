@@ -345,3 +345,97 @@ async fn only_open_loop_levels_report_latency_from_the_schedule() {
     assert_eq!(l.e2e_from_schedule_ms.unwrap().count, 4);
     assert!(l.ttft_from_schedule_ms.unwrap().min >= l.ttft_ms.unwrap().min);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_loop_with_few_requests_reports_its_steady_window_at_the_servers_rate() {
+    // 32 users and 40 requests: one full wave, then 8 requests drain alone.
+    let mut cfg = fast_sim();
+    // A step mostly fixed: 8 requests decode barely faster than 32.
+    cfg.decode_step_ms = 8.0;
+    cfg.decode_step_per_seq_ms = 0.0625;
+    let sim = start_sim(cfg).await;
+    let (r, ok) = bench_closed(
+        &sim.url(),
+        32,
+        40,
+        64,
+        &["--input-len", "8", "--ignore-eos"],
+    )
+    .await;
+    assert!(ok);
+    let l = &r.levels[0];
+    let w = l.steady.as_ref().expect("a steady window");
+    // The server's rate with all 32 decoding, as this run measured it: the
+    // first wave's per-request decode speed times 32 (the configured step,
+    // 8 + 0.0625 × 32 ms, is a floor a busy machine only lengthens).
+    let mut first_wave: Vec<f64> = l
+        .requests
+        .iter()
+        .take(32)
+        .filter_map(servebench::metrics::stats::decode_tok_s)
+        .collect();
+    first_wave.sort_by(f64::total_cmp);
+    let server_rate = 32.0 * first_wave[first_wave.len() / 2];
+    println!(
+        "server rate {server_rate:.0} tok/s (configured 3200), steady window {:.0} tok/s over {:.2}–{:.2} s, whole cell {:.0} tok/s",
+        w.output_throughput_tok_s, w.start_s, w.end_s, l.output_throughput_tok_s
+    );
+    let off = (w.output_throughput_tok_s - server_rate).abs() / server_rate;
+    assert!(
+        off < 0.05,
+        "window {} vs server {server_rate}",
+        w.output_throughput_tok_s
+    );
+    assert!(
+        l.output_throughput_tok_s < 0.8 * w.output_throughput_tok_s,
+        "whole cell {} vs window {}",
+        l.output_throughput_tok_s,
+        w.output_throughput_tok_s
+    );
+    assert!(w.over_saturated.is_empty(), "{:?}", w.over_saturated);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_loop_rate_above_the_servers_capacity_is_over_saturated() {
+    // Two requests at a time, 20 tokens at 5 ms: at most 20 requests/s served.
+    let mut cfg = fast_sim();
+    cfg.decode_step_ms = 5.0;
+    cfg.max_running_requests = 2;
+    let sim = start_sim(cfg).await;
+    let url = sim.url();
+    let args = |rate: &'static str| {
+        [
+            "--url",
+            &url,
+            "--request-rate",
+            rate,
+            "--arrival",
+            "constant",
+            "--num-requests",
+            "45",
+            "--output-len",
+            "20",
+            "--input-len",
+            "8",
+            "--ignore-eos",
+        ]
+        .map(str::to_string)
+    };
+    let over = args("60");
+    let (r, ok) = bench(&over.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    assert!(ok);
+    let w = r.levels[0].steady.clone().expect("a steady window");
+    assert!(
+        w.over_saturated
+            .iter()
+            .any(|e| e.contains("time to first token rose")),
+        "{:?}",
+        w.over_saturated
+    );
+    // Well under capacity, nothing rises.
+    let under = args("5");
+    let (r, ok) = bench(&under.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    assert!(ok);
+    let w = r.levels[0].steady.clone().expect("a steady window");
+    assert!(w.over_saturated.is_empty(), "{:?}", w.over_saturated);
+}

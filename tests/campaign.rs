@@ -1235,6 +1235,66 @@ fn the_event_log_follows_the_quickstart_crash_in_order_and_covers_every_cell() {
 }
 
 #[test]
+fn a_rate_above_the_servers_capacity_is_over_saturated_and_never_recommended() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two requests at a time, 20 tokens at 5 ms each: about 20 requests/s
+    // served. At 60 requests/s the queue grows while the arrivals last.
+    let text = sim_campaign(
+        "sat",
+        &["--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"],
+    ) + r#"[[server]]
+id = "small"
+max_running_requests = 2
+args = ["--decode-step-ms", "5"]
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 20
+rate = [5, 60]
+arrival = "constant"
+num_requests = 45
+slo = ["ttft=10s,tpot=1s"]
+"#;
+    let p = write_campaign(dir.path(), text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("results/sat/report.json")).unwrap())
+            .unwrap();
+    let row = |load: &str| {
+        report["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["load"] == load)
+            .unwrap_or_else(|| panic!("no {load}"))
+            .clone()
+    };
+    let over = row("rate60");
+    let why = over["over_saturated"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{over}"));
+    assert!(why.contains("time to first token rose"), "{why}");
+    assert!(over["steady_output_tok_s"].as_f64().is_some(), "{over}");
+    assert_eq!(row("rate5")["over_saturated"], serde_json::Value::Null);
+    // Every request meets the loose SLO at both rates, so goodput alone
+    // would pick the higher rate; it is never recommended.
+    let picks = report["slo_picks"].as_array().unwrap();
+    assert!(!picks.is_empty(), "{report}");
+    for pick in picks {
+        assert_eq!(pick["best"]["load"], "rate5", "{pick}");
+    }
+    assert!(out.contains("ok (over-saturated)"), "{out}");
+    assert!(
+        report["notes"]
+            .to_string()
+            .contains("cells over-saturated (the server fell behind the load)"),
+        "{}",
+        report["notes"]
+    );
+}
+
+#[test]
 fn a_concurrency_that_never_happened_is_marked_under_loaded_and_never_recommended() {
     let dir = tempfile::tempdir().unwrap();
     // Eight requests cannot keep 32 users busy; a server that runs at most

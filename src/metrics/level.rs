@@ -77,6 +77,10 @@ pub struct LevelSummary {
     /// Requests in flight during the measured part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_flight: Option<InFlight>,
+    /// Throughput and latency over the steady-state window, without ramp-up
+    /// and drain (see `metrics::steady`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<super::steady::SteadyState>,
     /// Output tokens the completed requests spent on reasoning, where any did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
@@ -393,6 +397,7 @@ pub fn summarize(
         },
         source: None,
         in_flight: InFlight::of(&records),
+        steady: super::steady::steady_state(&load, &records, run.duration_s),
         reasoning_tokens: sum_opt(|r| r.reasoning_tokens).filter(|n| *n > 0),
         prompt_cache: PromptCache::of(&records),
         predicted_reuse: PredictedReuse::of(&records, 1),

@@ -24,6 +24,7 @@ pub mod judge;
 pub mod level;
 pub mod output;
 pub mod stats;
+pub mod steady;
 pub mod trace_shape;
 
 /// One sentence per metric, copied into every result file.
@@ -43,6 +44,8 @@ pub fn definitions() -> Vec<(&'static str, &'static str)> {
         ("total_throughput_tok_s", "Input plus output tokens of completed requests divided by the level's wall time, in tokens/s."),
         ("request_throughput_rps", "Completed requests divided by the level's wall time, in requests/s."),
         ("goodput", "Completed requests meeting every SLO bound (TTFT, TPOT, E2E): their share of all requests and their rate per second."),
+        ("steady_state", "The part of a level where the load held what it was asked to be. Closed loop: from the moment every request of the first wave has its first token to the moment the requests in flight last drop below the concurrency (the drain). Open loop (a rate, a trace replay): from the first completion to the last send. Its throughput is the output tokens streamed inside it per second of it; its latencies are those of the requests that finished inside it. A window under 20 % of the level or under 100 output tokens is flagged as too short to trust."),
+        ("over_saturated", "The server fell behind the load: over the steady window, the median time to first token of the last third of the requests sent in it exceeds the first third's by more than half and by at least 50 ms, or the engine's waiting-requests gauge averages over its last third more than 1.5 times its first third plus 0.5 (and at least 1). Such a level is kept out of SLO picks."),
         ("dispatch_lag_ms", "How late the client sent each request against its schedule, in ms; large values mean the client, not the server, limited the load."),
         ("output_tokens", "Output tokens as reported by the server's usage; counted from chunks only when the server reports none. Throughput, TPOT and decode speed count at most max_tokens per request, so a usage that claims more cannot inflate them."),
     ]

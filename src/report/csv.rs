@@ -9,7 +9,7 @@ use super::Exporter;
 pub struct CsvExporter;
 
 /// The columns, in order.
-pub const COLUMNS: [&str; 39] = [
+pub const COLUMNS: [&str; 41] = [
     "server_id",
     "cell_name",
     "point",
@@ -49,6 +49,8 @@ pub const COLUMNS: [&str; 39] = [
     "ttfa_p50_ms",
     "reasoning_tokens",
     "prompt_cache_hit_rate",
+    "steady_output_tok_s",
+    "over_saturated",
 ];
 
 /// Quote a field when it holds a separator, quote or line break (RFC 4180).
@@ -113,6 +115,8 @@ fn row(c: &CellRow) -> Vec<String> {
             .map(|n| n.to_string())
             .unwrap_or_default(),
         num(c.prompt_cache_hit_rate),
+        num(c.steady_output_tok_s),
+        opt(&c.over_saturated),
     ]
 }
 

@@ -172,6 +172,17 @@ pub struct CellRow {
     /// `metrics::level::under_load`): shown, never drawn or recommended.
     #[serde(default)]
     pub under_loaded: Option<String>,
+    /// Output throughput over the steady-state window, tokens/s (see
+    /// `metrics::steady`).
+    #[serde(default)]
+    pub steady_output_tok_s: Option<f64>,
+    /// Why the steady-state window is too short to trust, when it is.
+    #[serde(default)]
+    pub steady_short: Option<String>,
+    /// Evidence that the server fell behind the load: shown and drawn,
+    /// never recommended.
+    #[serde(default)]
+    pub over_saturated: Option<String>,
     /// Time to first answer token p50, ms, where requests reasoned first.
     #[serde(default)]
     pub ttfa_p50_ms: Option<f64>,
@@ -303,6 +314,12 @@ pub struct PointRow {
     /// under-loaded repetition.
     #[serde(default)]
     pub under_loaded: Option<String>,
+    /// Output throughput over the steady-state window, tokens/s.
+    #[serde(default)]
+    pub steady_output_tok_s: Option<Spread>,
+    /// Evidence of over-saturation, from its first over-saturated repetition.
+    #[serde(default)]
+    pub over_saturated: Option<String>,
 }
 
 /// Decode speed of one prompt kind on one server, and its speedup.
@@ -712,9 +729,12 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
     let rankable: Vec<&CellResult> = cells
         .iter()
         .copied()
-        .filter(|c| !c.status.is_usable() || under_loaded(c).is_none())
+        .filter(|c| {
+            !c.status.is_usable() || (under_loaded(c).is_none() && over_saturated(c).is_none())
+        })
         .collect();
     note_under_loaded(&servers, &rows, &mut notes);
+    note_over_saturated(&servers, &rows, &mut notes);
     let drawn: Vec<PointRow> = points
         .iter()
         .filter(|p| p.under_loaded.is_none())
@@ -1054,6 +1074,11 @@ fn cell_row(
         output_identical: None,
         in_flight: s.and_then(|s| s.in_flight).map(|f| f.mean),
         under_loaded: s.and(under_loaded(c)),
+        steady_output_tok_s: s
+            .and_then(|s| s.steady.as_ref())
+            .map(|w| w.output_throughput_tok_s),
+        steady_short: s.and_then(|s| s.steady.as_ref()?.short.clone()),
+        over_saturated: s.and(over_saturated(c)),
         ttfa_p50_ms: s.and_then(|s| s.latency.ttfa_ms).map(|x| x.p50),
         reasoning_tokens: s.and_then(|s| s.reasoning_tokens),
         prompt_cache_hit_rate: s.and_then(|s| s.prompt_cache).map(|p| p.hit_rate),
@@ -1124,6 +1149,8 @@ fn point_rows(cells: &[&CellResult], rows: &[CellRow]) -> Vec<PointRow> {
                 speedup_output: spread(|r| r.speedup_output),
                 in_flight: spread(|r| r.in_flight),
                 under_loaded: idx.iter().find_map(|&i| rows[i].under_loaded.clone()),
+                steady_output_tok_s: spread(|r| r.steady_output_tok_s),
+                over_saturated: idx.iter().find_map(|&i| rows[i].over_saturated.clone()),
             }
         })
         .collect()
@@ -1147,6 +1174,31 @@ pub(super) fn under_loaded(c: &CellResult) -> Option<String> {
         s.completed + s.failed,
         limit,
     )
+}
+
+/// Why a cell's server fell behind its load (see `metrics::steady`): the
+/// evidence its steady-state window holds, joined.
+pub(super) fn over_saturated(c: &CellResult) -> Option<String> {
+    let w = c.summary.as_ref()?.steady.as_ref()?;
+    (!w.over_saturated.is_empty()).then(|| w.over_saturated.join("; "))
+}
+
+/// A note per server naming its over-saturated cells.
+fn note_over_saturated(servers: &[String], rows: &[CellRow], notes: &mut Vec<String>) {
+    for s in servers {
+        let hit: Vec<String> = rows
+            .iter()
+            .filter(|r| &r.server_id == s && r.usable && r.over_saturated.is_some())
+            .map(|r| r.cell_name.clone())
+            .collect();
+        if !hit.is_empty() {
+            notes.push(format!(
+                "server `{s}`: {} cells over-saturated (the server fell behind the load), drawn but never recommended: {}",
+                hit.len(),
+                hit.join(", ")
+            ));
+        }
+    }
 }
 
 /// Per-request decode speeds of the usable cells, grouped by a key.

@@ -32,12 +32,13 @@ pub fn speedup(s: Option<Spread>) -> String {
 }
 
 /// Column headers of the point table (shared with Markdown).
-pub const POINT_HEADER: [&str; 15] = [
+pub const POINT_HEADER: [&str; 16] = [
     "server",
     "point",
     "status",
     "req ok/failed",
     "out tok/s",
+    "steady tok/s",
     "out tok/s/GPU",
     "decode tok/s p50",
     "TTFT p50 ms",
@@ -58,6 +59,7 @@ pub fn point_cells(p: &PointRow) -> Vec<String> {
         match (&p.under_loaded, p.in_flight) {
             (Some(_), Some(f)) => format!("{} (under-loaded: {:.1} in flight)", p.status, f.mean),
             (Some(_), None) => format!("{} (under-loaded)", p.status),
+            _ if p.over_saturated.is_some() => format!("{} (over-saturated)", p.status),
             _ => p.status.to_string(),
         },
         if p.requests_ok + p.requests_failed == 0 {
@@ -67,6 +69,7 @@ pub fn point_cells(p: &PointRow) -> Vec<String> {
             format!("{}/{}", p.requests_ok, p.requests_failed)
         },
         spread(p.output_tok_s, 1),
+        spread(p.steady_output_tok_s, 1),
         spread(p.output_tok_s_per_gpu, 1),
         spread(p.decode_tok_s_p50, 1),
         spread(p.ttft_p50_ms, 1),

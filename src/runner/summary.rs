@@ -101,6 +101,7 @@ fn status_label(r: &CellRow) -> String {
             "ok (under-loaded: {:.1} in flight)",
             r.in_flight.unwrap_or(0.0)
         ),
+        (CellStatus::Ok, _, _) if r.over_saturated.is_some() => "ok (over-saturated)".into(),
         (CellStatus::Ok, _, _) => "ok".into(),
         (CellStatus::Skipped, _, Some(reason)) => format!("skipped: {}", short(reason, 60)),
         (st, Some(class), _) if class.as_str() != st.as_str() => {
