@@ -152,6 +152,7 @@ fn main() -> anyhow::Result<()> {
         workloads: vec![],
         searches: vec![],
         builds: vec![],
+        gpu_hour_cost: None,
     }
     .write(dir.path())?;
 

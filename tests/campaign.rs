@@ -1254,6 +1254,8 @@ rate = [5, 60]
 arrival = "constant"
 num_requests = 45
 slo = ["ttft=10s,tpot=1s"]
+[run]
+sample_interval_ms = 50
 "#;
     let p = write_campaign(dir.path(), text);
     let (code, out, err) = run(&["run", p.to_str().unwrap()]);
@@ -1276,6 +1278,10 @@ slo = ["ttft=10s,tpot=1s"]
         .unwrap_or_else(|| panic!("{over}"));
     assert!(why.contains("time to first token rose"), "{why}");
     assert!(over["steady_output_tok_s"].as_f64().is_some(), "{over}");
+    assert!(
+        why.contains("the engine's queue grew through the window"),
+        "{why}"
+    );
     assert_eq!(row("rate5")["over_saturated"], serde_json::Value::Null);
     // Every request meets the loose SLO at both rates, so goodput alone
     // would pick the higher rate; it is never recommended.
@@ -1291,6 +1297,90 @@ slo = ["ttft=10s,tpot=1s"]
             .contains("cells over-saturated (the server fell behind the load)"),
         "{}",
         report["notes"]
+    );
+}
+
+#[test]
+fn every_cell_keeps_a_timeline_of_the_engine_and_the_client_on_one_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    // Four users over 48 requests of 64 tokens at 5 ms a step: about 0.8 s.
+    let text = steady_sim_campaign("tl", "5")
+        + r#"[[server]]
+id = "s"
+max_running_requests = 4
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 64
+concurrency = 4
+num_requests = 48
+warmup = 2
+"#;
+    let p = write_campaign(dir.path(), text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let cells = cells(&dir.path().join("results/tl"));
+    let cell = cells.values().next().expect("a cell");
+    let tl = &cell["telemetry"]["timeline"];
+    assert_eq!(tl["interval_ms"], 250, "{tl}");
+    let times: Vec<f64> = tl["t_s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_f64().unwrap())
+        .collect();
+    let duration = cell["summary"]["duration_s"].as_f64().unwrap();
+    // At least one sample per 250 ms of the measured part.
+    let inside = times
+        .iter()
+        .filter(|t| (0.0..=duration).contains(*t))
+        .count();
+    assert!(
+        inside as f64 >= (duration / 0.25).floor(),
+        "{inside} samples over {duration} s: {times:?}"
+    );
+    let column = |name: &str| -> Vec<f64> {
+        tl[name]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {name} in {tl}"))
+            .iter()
+            .filter_map(|v| v.as_f64())
+            .collect()
+    };
+    let n = times.len();
+    for name in ["running", "waiting", "kv_usage", "power_w"] {
+        assert_eq!(tl[name].as_array().unwrap().len(), n, "{name}");
+    }
+    // The engine ran the four users and no more; its power lay between
+    // its idle 100 W and its peak 700 W, from its own gauge.
+    let running = column("running");
+    assert!(running.iter().all(|r| *r <= 4.0), "{running:?}");
+    assert!(running.contains(&4.0), "{running:?}");
+    assert_eq!(tl["power_source"], "engine");
+    let power = column("power_w");
+    assert!(
+        power.iter().all(|w| (100.0..=700.0).contains(w)),
+        "{power:?}"
+    );
+    assert!(power.contains(&700.0), "{power:?}");
+    // The client's side on the same clock: four in flight while running.
+    let in_flight: Vec<u64> = tl["in_flight"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert!(in_flight.iter().all(|f| *f <= 4), "{in_flight:?}");
+    assert!(in_flight.contains(&4), "{in_flight:?}");
+    assert!(
+        tl["sent"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .as_u64()
+            .unwrap()
+            <= 48
     );
 }
 

@@ -313,6 +313,7 @@ pub fn fixture() -> ResultSet {
             workloads: vec!["chat".into(), "ctx".into(), "kinds".into(), "agent".into()],
             searches: vec![],
             builds: vec![],
+            gpu_hour_cost: Some(2.0),
         }),
         cells,
         unreadable: vec![],

@@ -203,6 +203,9 @@ pub struct RawHardware {
     /// Use GPUs even when `nvidia-smi` shows another process's memory on them (default false).
     #[serde(default)]
     pub use_busy_gpus: bool,
+    /// What one GPU costs an hour, in dollars: the reports' cost per million output tokens.
+    #[serde(default)]
+    pub gpu_hour_cost: Option<Spanned<f64>>,
 }
 
 /// One server config (`[[server]]` or `[defaults]`).
@@ -501,6 +504,10 @@ pub struct RawRun {
     /// from text an earlier cell sent (default false).
     #[serde(default)]
     pub reset_prefix_cache: Option<Spanned<bool>>,
+    /// How often a cell's timeline samples the engine's `/metrics`, the
+    /// GPUs and the client, ms (default 250; 0 = no timeline).
+    #[serde(default)]
+    pub sample_interval_ms: Option<Spanned<u64>>,
     /// Write the report files into the results directory at the end of `run` (default true).
     #[serde(default)]
     pub report: Option<bool>,

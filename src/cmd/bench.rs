@@ -410,6 +410,7 @@ pub async fn run(mut args: BenchArgs, cancel: CancellationToken) -> anyhow::Resu
             label: format!("[{}/{}] {shape}", i + 1, r.shapes.len()),
             campaign: None,
             resume: None,
+            live: Default::default(),
         };
         let label = job.label.clone();
         let mut summary = measure_level(executor.clone(), job, &cancel)

@@ -397,6 +397,9 @@ async fn closed_loop<E: Executor>(
     cancel: CancellationToken,
 ) -> Vec<RequestRecord> {
     let epoch = Instant::now();
+    if let Some(l) = &live {
+        l.start(epoch.into_std());
+    }
     // A duration too long to add to the clock is no bound at all.
     let deadline = stop.max_duration.and_then(|d| epoch.checked_add(d));
     let limit = stop
@@ -432,6 +435,9 @@ async fn closed_loop<E: Executor>(
                     break;
                 };
                 let scheduled = Instant::now();
+                if let Some(l) = &live {
+                    l.sent_one();
+                }
                 let recs = tokio::select! {
                     r = perform(executor.as_ref(), (idx, work), epoch.into_std(), scheduled.into_std()) => r,
                     _ = cancel.cancelled() => break,
@@ -440,6 +446,7 @@ async fn closed_loop<E: Executor>(
                     for rec in &recs {
                         l.record(rec.is_ok(), rec.ttft_ms, rec.output_tokens.unwrap_or(0));
                     }
+                    l.unit_done();
                 }
                 mine.extend(recs);
             }
@@ -467,6 +474,7 @@ async fn open_loop<E: Executor>(
     cancel: CancellationToken,
 ) -> Vec<RequestRecord> {
     let epoch = Instant::now();
+    live.start(epoch.into_std());
     let deadline = stop.max_duration.and_then(|d| epoch.checked_add(d));
     let limit = stop.max_requests.unwrap_or(u64::MAX);
     let slots = max_concurrency.map(|n| Arc::new(tokio::sync::Semaphore::new(n.max(1) as usize)));
@@ -506,6 +514,7 @@ async fn open_loop<E: Executor>(
             break;
         };
         let (executor, live, journal) = (executor.clone(), live.clone(), journal.clone());
+        live.sent_one();
         tasks.spawn(async move {
             let recs = perform(
                 executor.as_ref(),
@@ -518,6 +527,7 @@ async fn open_loop<E: Executor>(
             for rec in &recs {
                 live.record(rec.is_ok(), rec.ttft_ms, rec.output_tokens.unwrap_or(0));
             }
+            live.unit_done();
             if let Some(j) = &journal {
                 if let Ok(mut j) = j.lock() {
                     j.append(&recs);

@@ -2,12 +2,19 @@
 //! always recomputed from raw records.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use hdrhistogram::Histogram;
 
-/// Counters and a TTFT histogram updated as requests finish.
+/// Counters and a TTFT histogram updated as requests go out and finish;
+/// the cell's timeline samples them too.
 pub struct LiveView {
+    /// When the measured part started (after any warm-up).
+    pub epoch: OnceLock<std::time::Instant>,
+    /// Measured units sent: requests, or sessions of several turns.
+    pub sent: AtomicU64,
+    /// Measured units finished.
+    pub units_done: AtomicU64,
     /// Requests finished (ok or failed).
     pub done: AtomicU64,
     /// Requests failed.
@@ -20,6 +27,9 @@ pub struct LiveView {
 impl Default for LiveView {
     fn default() -> Self {
         Self {
+            epoch: OnceLock::new(),
+            sent: AtomicU64::new(0),
+            units_done: AtomicU64::new(0),
             done: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             output_tokens: AtomicU64::new(0),
@@ -31,6 +41,28 @@ impl Default for LiveView {
 }
 
 impl LiveView {
+    /// Mark the start of the measured part (the first call wins).
+    pub fn start(&self, at: std::time::Instant) {
+        let _ = self.epoch.set(at);
+    }
+
+    /// Account for one request sent.
+    pub fn sent_one(&self) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Account for one unit finished, whatever its requests' outcomes.
+    pub fn unit_done(&self) {
+        self.units_done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Units sent and not yet finished.
+    pub fn in_flight(&self) -> u64 {
+        self.sent
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.units_done.load(Ordering::Relaxed))
+    }
+
     /// Account for one finished request.
     pub fn record(&self, ok: bool, ttft_ms: Option<f64>, output_tokens: u64) {
         self.done.fetch_add(1, Ordering::Relaxed);

@@ -19,6 +19,7 @@
 //! Percentiles interpolate linearly between closest ranks.
 
 pub mod bootstrap;
+pub mod energy;
 pub mod goodput;
 pub mod judge;
 pub mod level;
@@ -46,6 +47,8 @@ pub fn definitions() -> Vec<(&'static str, &'static str)> {
         ("goodput", "Completed requests meeting every SLO bound (TTFT, TPOT, E2E): their share of all requests and their rate per second."),
         ("steady_state", "The part of a level where the load held what it was asked to be. Closed loop: from the moment every request of the first wave has its first token to the moment the requests in flight last drop below the concurrency (the drain). Open loop (a rate, a trace replay): from the first completion to the last send. Its throughput is the output tokens streamed inside it per second of it; its latencies are those of the requests that finished inside it. A window under 20 % of the level or under 100 output tokens is flagged as too short to trust."),
         ("over_saturated", "The server fell behind the load: over the steady window, the median time to first token of the last third of the requests sent in it exceeds the first third's by more than half and by at least 50 ms, or the engine's waiting-requests gauge averages over its last third more than 1.5 times its first third plus 0.5 (and at least 1). Such a level is kept out of SLO picks."),
+        ("energy", "GPU energy per output token: the power of the server's GPUs (nvidia-smi power.draw summed over them, or the engine's own power gauge where it models one, as the simulator does), sampled on the cell's timeline and integrated over the steady window (trapezoids, each end held at its nearest sample), divided by the output tokens streamed in the window; over the whole level when the window is too short to trust. joules_per_token and its inverse tokens_per_joule."),
+        ("cost", "Dollars per million output tokens: [hardware] gpu_hour_cost times the GPUs the server holds, per hour, over the output tokens per hour of the steady window (the whole level when the window is too short to trust)."),
         ("dispatch_lag_ms", "How late the client sent each request against its schedule, in ms; large values mean the client, not the server, limited the load."),
         ("output_tokens", "Output tokens as reported by the server's usage; counted from chunks only when the server reports none. Throughput, TPOT and decode speed count at most max_tokens per request, so a usage that claims more cannot inflate them."),
     ]

@@ -635,8 +635,66 @@ fn per_gpu_charts(pal: &Palette<'_>, gpu: &[GpuPoint]) -> Vec<Chart> {
             kind: ChartKind::Line { log_x: false },
             series,
         });
+        out.extend(energy_chart(pal, fam, &in_fam));
     }
     out
+}
+
+/// Tokens per joule against speed per user, with its own frontier, where
+/// the family's cells sampled power.
+fn energy_chart(pal: &Palette<'_>, fam: &str, in_fam: &[&GpuPoint]) -> Option<Chart> {
+    let with: Vec<&GpuPoint> = in_fam
+        .iter()
+        .copied()
+        .filter(|g| g.tokens_per_joule.is_some())
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    let xy = |g: &GpuPoint| (g.tok_s_per_user, g.tokens_per_joule.unwrap_or(0.0));
+    let mut series: Vec<Series> = pal
+        .servers
+        .iter()
+        .filter_map(|s| {
+            let mine: Vec<&&GpuPoint> = with.iter().filter(|g| &g.server_id == s).collect();
+            (!mine.is_empty()).then(|| Series {
+                name: s.clone(),
+                color: pal.col(s),
+                style: SeriesStyle::Markers,
+                points: mine.iter().map(|g| xy(g)).collect(),
+                labels: mine.iter().map(|g| g.load.clone()).collect(),
+            })
+        })
+        .collect();
+    // Fastest first: a point is on the frontier when it beats the energy
+    // efficiency of every faster point.
+    let mut all: Vec<(f64, f64)> = with.iter().map(|g| xy(g)).collect();
+    all.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1)));
+    let mut best = f64::NEG_INFINITY;
+    let mut front: Vec<(f64, f64)> = all
+        .into_iter()
+        .filter(|p| {
+            let on = p.1 > best;
+            best = best.max(p.1);
+            on
+        })
+        .collect();
+    front.reverse();
+    series.push(Series {
+        name: "Pareto frontier".into(),
+        color: 0,
+        style: SeriesStyle::Frontier,
+        points: front,
+        labels: Vec::new(),
+    });
+    Some(Chart {
+        section: ChartSection::PerGpu,
+        title: format!("Output tokens per joule vs. speed per user — {fam}"),
+        x_label: "tokens/s per user (decode p50)".into(),
+        y_label: "output tokens per joule (GPU energy)".into(),
+        kind: ChartKind::Line { log_x: false },
+        series,
+    })
 }
 
 /// Agentic sessions: latency per turn.

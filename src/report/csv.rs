@@ -9,7 +9,7 @@ use super::Exporter;
 pub struct CsvExporter;
 
 /// The columns, in order.
-pub const COLUMNS: [&str; 41] = [
+pub const COLUMNS: [&str; 44] = [
     "server_id",
     "cell_name",
     "point",
@@ -51,6 +51,9 @@ pub const COLUMNS: [&str; 41] = [
     "prompt_cache_hit_rate",
     "steady_output_tok_s",
     "over_saturated",
+    "joules_per_token",
+    "tokens_per_joule",
+    "usd_per_mtok",
 ];
 
 /// Quote a field when it holds a separator, quote or line break (RFC 4180).
@@ -117,6 +120,9 @@ fn row(c: &CellRow) -> Vec<String> {
         num(c.prompt_cache_hit_rate),
         num(c.steady_output_tok_s),
         opt(&c.over_saturated),
+        num(c.joules_per_token),
+        num(c.tokens_per_joule),
+        num(c.usd_per_mtok),
     ]
 }
 

@@ -183,6 +183,15 @@ pub struct CellRow {
     /// never recommended.
     #[serde(default)]
     pub over_saturated: Option<String>,
+    /// GPU energy per output token, J (see `metrics::energy`).
+    #[serde(default)]
+    pub joules_per_token: Option<f64>,
+    /// Output tokens per joule of GPU energy.
+    #[serde(default)]
+    pub tokens_per_joule: Option<f64>,
+    /// Dollars per million output tokens, from `[hardware] gpu_hour_cost`.
+    #[serde(default)]
+    pub usd_per_mtok: Option<f64>,
     /// Time to first answer token p50, ms, where requests reasoned first.
     #[serde(default)]
     pub ttfa_p50_ms: Option<f64>,
@@ -320,6 +329,15 @@ pub struct PointRow {
     /// Evidence of over-saturation, from its first over-saturated repetition.
     #[serde(default)]
     pub over_saturated: Option<String>,
+    /// GPU energy per output token, J.
+    #[serde(default)]
+    pub joules_per_token: Option<Spread>,
+    /// Output tokens per joule of GPU energy.
+    #[serde(default)]
+    pub tokens_per_joule: Option<Spread>,
+    /// Dollars per million output tokens.
+    #[serde(default)]
+    pub usd_per_mtok: Option<Spread>,
 }
 
 /// Decode speed of one prompt kind on one server, and its speedup.
@@ -360,6 +378,9 @@ pub struct GpuPoint {
     pub tok_s_per_gpu: f64,
     /// Whether no other point is at least as good on both axes and better on one.
     pub pareto: bool,
+    /// Output tokens per joule of GPU energy, where power was sampled.
+    #[serde(default)]
+    pub tokens_per_joule: Option<f64>,
 }
 
 /// A cell that did not give a usable measurement.
@@ -450,6 +471,7 @@ fn cell_rows(
     cells: &[&CellResult],
     baseline: Option<&str>,
     agreements: &super::agreement::Agreements,
+    gpu_hour_cost: Option<f64>,
 ) -> Vec<CellRow> {
     let is_base = |c: &CellResult| Some(c.server_id.as_str()) == baseline && c.status.is_usable();
     let base_cells: HashMap<(String, u32), &CellResult> = cells
@@ -464,13 +486,28 @@ fn cell_rows(
         .collect();
     cells
         .iter()
-        .map(|c| CellRow {
-            output_identical: agreements
-                .get(&(c.server_id.clone(), c.identity.clone()))
-                .and_then(|a| a.0.identical_share()),
-            ..cell_row(c, &base_cells, &base_any, baseline)
+        .map(|c| {
+            let energy = usable_summary(c).and_then(|s| {
+                crate::metrics::energy::energy(s, c.telemetry.as_ref()?.timeline.as_ref()?)
+            });
+            CellRow {
+                output_identical: agreements
+                    .get(&(c.server_id.clone(), c.identity.clone()))
+                    .and_then(|a| a.0.identical_share()),
+                joules_per_token: energy.as_ref().map(|e| e.joules_per_token),
+                tokens_per_joule: energy.as_ref().map(|e| e.tokens_per_joule),
+                usd_per_mtok: usable_summary(c).zip(gpu_hour_cost).and_then(|(s, cost)| {
+                    crate::metrics::energy::usd_per_million_tokens(s, c.server.gpus(), cost)
+                }),
+                ..cell_row(c, &base_cells, &base_any, baseline)
+            }
         })
         .collect()
+}
+
+/// A cell's measurement, when its numbers may be used.
+fn usable_summary(c: &CellResult) -> Option<&crate::metrics::level::LevelSummary> {
+    c.summary.as_ref().filter(|_| c.status.is_usable())
 }
 
 /// Everything a report says.
@@ -721,7 +758,12 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         .enumerate()
         .map(|(i, s)| (s.as_str(), i))
         .collect();
-    let rows = cell_rows(&cells, baseline.as_deref(), &agreements);
+    let rows = cell_rows(
+        &cells,
+        baseline.as_deref(),
+        &agreements,
+        meta.and_then(|m| m.gpu_hour_cost),
+    );
     let points = point_rows(&cells, &rows);
     let kinds = kind_rows(&cells, baseline.as_deref());
     // A level that did not run at its concurrency is shown in the tables,
@@ -1079,6 +1121,9 @@ fn cell_row(
             .map(|w| w.output_throughput_tok_s),
         steady_short: s.and_then(|s| s.steady.as_ref()?.short.clone()),
         over_saturated: s.and(over_saturated(c)),
+        joules_per_token: None,
+        tokens_per_joule: None,
+        usd_per_mtok: None,
         ttfa_p50_ms: s.and_then(|s| s.latency.ttfa_ms).map(|x| x.p50),
         reasoning_tokens: s.and_then(|s| s.reasoning_tokens),
         prompt_cache_hit_rate: s.and_then(|s| s.prompt_cache).map(|p| p.hit_rate),
@@ -1151,6 +1196,9 @@ fn point_rows(cells: &[&CellResult], rows: &[CellRow]) -> Vec<PointRow> {
                 under_loaded: idx.iter().find_map(|&i| rows[i].under_loaded.clone()),
                 steady_output_tok_s: spread(|r| r.steady_output_tok_s),
                 over_saturated: idx.iter().find_map(|&i| rows[i].over_saturated.clone()),
+                joules_per_token: spread(|r| r.joules_per_token),
+                tokens_per_joule: spread(|r| r.tokens_per_joule),
+                usd_per_mtok: spread(|r| r.usd_per_mtok),
             }
         })
         .collect()
@@ -1284,6 +1332,7 @@ fn gpu_points(points: &[PointRow], layouts: &HashMap<&str, String>) -> Vec<GpuPo
                 tok_s_per_user: p.decode_tok_s_p50?.mean,
                 tok_s_per_gpu: p.output_tok_s_per_gpu?.mean,
                 pareto: false,
+                tokens_per_joule: p.tokens_per_joule.map(|s| s.mean),
             })
         })
         .collect();

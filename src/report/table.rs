@@ -32,7 +32,7 @@ pub fn speedup(s: Option<Spread>) -> String {
 }
 
 /// Column headers of the point table (shared with Markdown).
-pub const POINT_HEADER: [&str; 16] = [
+pub const POINT_HEADER: [&str; 18] = [
     "server",
     "point",
     "status",
@@ -46,6 +46,8 @@ pub const POINT_HEADER: [&str; 16] = [
     "TPOT p50 ms",
     "ITL/tok p50 ms",
     "accept len",
+    "J/tok",
+    "$/Mtok",
     "speedup decode",
     "speedup thru",
     "GPUs",
@@ -77,6 +79,8 @@ pub fn point_cells(p: &PointRow) -> Vec<String> {
         spread(p.tpot_p50_ms, 2),
         spread(p.itl_per_token_p50_ms, 2),
         spread(p.acceptance_length, 2),
+        spread(p.joules_per_token, 3),
+        spread(p.usd_per_mtok, 3),
         speedup(p.speedup_decode),
         speedup(p.speedup_output),
         p.gpus.to_string(),

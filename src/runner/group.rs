@@ -89,8 +89,7 @@ impl Measurement {
                 before: Err(why.clone()),
                 after: Err(why),
                 lag_note: None,
-                gpus: Vec::new(),
-                gpu_note: None,
+                sampled: telemetry::Sampled::default(),
             },
         }
     }
@@ -101,8 +100,7 @@ struct Telemetry {
     before: Result<crate::telemetry::Scrape, String>,
     after: Result<crate::telemetry::Scrape, String>,
     lag_note: Option<String>,
-    gpus: Vec<crate::telemetry::GpuSummary>,
-    gpu_note: Option<String>,
+    sampled: telemetry::Sampled,
 }
 
 /// One server group being run.
@@ -475,7 +473,14 @@ impl<'a> GroupRun<'a> {
             return Measurement::not_run(reset, why);
         }
         let before = telemetry::scrape(&ep, c.engine.kind).await;
-        let sampler = telemetry::GpuSampler::start(&running.run.gpus);
+        let live = std::sync::Arc::new(crate::load::live::LiveView::default());
+        let sampler = telemetry::CellSampler::start(telemetry::SamplerSetup {
+            endpoint: ep.clone(),
+            engine: c.engine.kind,
+            gpus: running.run.gpus.clone(),
+            interval_ms: c.run.sample_interval_ms,
+            live: live.clone(),
+        });
         let expect = (
             self.slot.eta.cell_s(id, &cell.workload),
             self.slot.eta.left_s(Some((id, &cell.name))),
@@ -490,8 +495,17 @@ impl<'a> GroupRun<'a> {
             super::measure::Resume::at(self.store.journal_path(id, &cell.name), &cell.identity)
         });
         let context = self.g.server.context_length;
-        let summary = measure(c, cell, ep.clone(), self.cancel, expect, (resume, context)).await;
-        let (gpus, gpu_note) = sampler.finish(&running.run.gpus).await;
+        let summary = measure(
+            c,
+            cell,
+            ep.clone(),
+            self.cancel,
+            expect,
+            (resume, context),
+            live,
+        )
+        .await;
+        let sampled = sampler.finish().await;
         let want = summary
             .as_ref()
             .map(telemetry::ClientTotals::of)
@@ -506,8 +520,7 @@ impl<'a> GroupRun<'a> {
                 before,
                 after,
                 lag_note,
-                gpus,
-                gpu_note,
+                sampled,
             },
         }
     }
@@ -516,7 +529,7 @@ impl<'a> GroupRun<'a> {
     fn judge(&self, r: &mut CellResult, m: Measurement, log_text: &str) {
         r.prefix_cache_reset = m.reset;
         let t = m.telemetry;
-        let summary = match m.summary {
+        let mut summary = match m.summary {
             Ok(s) => s,
             Err(e) => {
                 r.status = CellStatus::Failed;
@@ -538,8 +551,17 @@ impl<'a> GroupRun<'a> {
             &summary,
             log_text,
         );
-        tel.gpus = t.gpus;
-        tel.gpu_note = t.gpu_note;
+        tel.gpus = t.sampled.gpus;
+        tel.gpu_note = t.sampled.gpu_note;
+        tel.timeline = t.sampled.timeline;
+        // The engine's queue is evidence of saturation the client cannot see.
+        if let (Some(tl), Some(w)) = (&tel.timeline, summary.steady.as_mut()) {
+            w.over_saturated
+                .extend(crate::metrics::steady::queue_growth(
+                    &tl.series(&tl.waiting),
+                    w,
+                ));
+        }
         if t.lag_note.is_some() {
             tel.metrics_note = t.lag_note;
         }

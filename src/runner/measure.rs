@@ -31,6 +31,8 @@ pub struct LevelJob<'a> {
     /// A replay cell's journal: what an interrupted run finished is kept,
     /// and the replay goes on from the next unit.
     pub resume: Option<Resume>,
+    /// The level's running counts, shared with whoever samples the cell.
+    pub live: Arc<LiveView>,
 }
 
 /// A replay cell's journal and what it already holds.
@@ -90,7 +92,7 @@ pub async fn measure_level(
             info.counter
         );
     }
-    let live = Arc::new(LiveView::default());
+    let live = job.live.clone();
     // A trace's own length bounds its replay.
     let total = match source.schedule() {
         Some(s) => {

@@ -403,6 +403,7 @@ pub(super) async fn measure(
     cancel: &CancellationToken,
     (estimate_s, rest_s): (f64, f64),
     (resume, server_context): (Option<measure::Resume>, Option<u64>),
+    live: Arc<crate::load::live::LiveView>,
 ) -> Result<LevelSummary, String> {
     let w = &cell.workload;
     let first_index = resume.as_ref().map_or(0, |r| r.first_index());
@@ -434,6 +435,7 @@ pub(super) async fn measure(
         label: format!("   {}", cell.name),
         campaign: Some(crate::ui::CampaignEta { estimate_s, rest_s }),
         resume,
+        live,
     };
     let executor = Arc::new(HttpExecutor {
         endpoint,

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Endpoint;
 use crate::engine::EngineKind;
+use crate::load::live::LiveView;
 use crate::metrics::level::LevelSummary;
 pub use crate::telemetry::cell::{CellSpec, CellTelemetry};
 use crate::telemetry::engine_metrics::{
@@ -23,11 +24,21 @@ use crate::telemetry::engine_metrics::{
 use crate::telemetry::gpu::{parse_query_output, query_command, summarize, GpuSample, GpuSummary};
 use crate::telemetry::logscan::scan_log;
 use crate::telemetry::prometheus::{self, Scrape};
+use crate::telemetry::timeline::{EngineGauges, Recorder, Sample, Timeline};
 
 /// Scrape `/metrics`, or say why not.
 pub async fn scrape(endpoint: &Endpoint, engine: EngineKind) -> Result<Scrape, String> {
+    scrape_within(endpoint, engine, Duration::from_secs(10)).await
+}
+
+/// Scrape `/metrics` if it answers within `limit`, or say why not.
+pub async fn scrape_within(
+    endpoint: &Endpoint,
+    engine: EngineKind,
+    limit: Duration,
+) -> Result<Scrape, String> {
     let (status, body) = endpoint
-        .get(engine.metrics_path(), Duration::from_secs(10))
+        .get(engine.metrics_path(), limit)
         .await
         .map_err(|f| f.detail)?;
     if status != 200 {
@@ -161,76 +172,223 @@ pub async fn scrape_settled(
     }
 }
 
-/// GPU sampling in the background while a cell runs.
-pub struct GpuSampler {
-    samples: Arc<Mutex<Vec<GpuSample>>>,
-    stop: CancellationToken,
-    task: Option<tokio::task::JoinHandle<Option<String>>>,
+/// Scrapes a sampler may have waiting for an answer at once; past it a
+/// tick records the client's side alone rather than pile up requests on a
+/// slow engine.
+const MAX_PENDING_SCRAPES: usize = 4;
+
+/// The most GPU samples kept for a cell's summary; past it every other one
+/// is dropped, so a long cell costs bounded memory.
+const MAX_GPU_SAMPLES: usize = 16_384;
+
+/// What a cell's sampler watches.
+pub struct SamplerSetup {
+    /// The server's endpoint, whose `/metrics` is scraped.
+    pub endpoint: Endpoint,
+    /// Its engine, for the metric names.
+    pub engine: EngineKind,
+    /// The GPUs the server holds (none: no `nvidia-smi`).
+    pub gpus: Vec<u32>,
+    /// Sampling interval, ms; 0 keeps no timeline (GPUs are still
+    /// sampled, every second).
+    pub interval_ms: u64,
+    /// The client's running counts.
+    pub live: Arc<LiveView>,
 }
 
-impl GpuSampler {
-    /// Sample every second until [`finish`](Self::finish), when GPUs are in use.
-    pub fn start(gpus: &[u32]) -> Self {
-        let samples = Arc::new(Mutex::new(Vec::new()));
+#[derive(Default)]
+struct SamplerState {
+    recorder: Option<Recorder>,
+    gpu: Vec<GpuSample>,
+    gpu_note: Option<String>,
+}
+
+impl SamplerState {
+    fn keep_gpu(&mut self, mut samples: Vec<GpuSample>) {
+        self.gpu.append(&mut samples);
+        if self.gpu.len() > MAX_GPU_SAMPLES {
+            let mut i = 0;
+            self.gpu.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+        }
+    }
+}
+
+/// What a cell's sampler gathered.
+#[derive(Default)]
+pub struct Sampled {
+    /// The timeline, unless sampling was off.
+    pub timeline: Option<Timeline>,
+    /// Per-GPU summaries of the server's GPUs.
+    pub gpus: Vec<GpuSummary>,
+    /// Why there are no GPU samples.
+    pub gpu_note: Option<String>,
+}
+
+/// Sampling in the background while a cell runs: the engine's gauges, the
+/// GPUs and the client's counts, on one clock.
+pub struct CellSampler {
+    state: Arc<Mutex<SamplerState>>,
+    stop: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+    started: std::time::Instant,
+    live: Arc<LiveView>,
+}
+
+/// One `nvidia-smi` query of the GPUs, or why it failed.
+async fn query_gpus() -> Result<Vec<GpuSample>, String> {
+    let argv = query_command();
+    let o = tokio::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("nvidia-smi is not available ({e}); no GPU samples"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "nvidia-smi failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ));
+    }
+    parse_query_output(&String::from_utf8_lossy(&o.stdout)).map_err(|e| e.to_string())
+}
+
+impl CellSampler {
+    /// Sample until [`finish`](Self::finish).
+    pub fn start(setup: SamplerSetup) -> Self {
+        let started = std::time::Instant::now();
+        let state = Arc::new(Mutex::new(SamplerState {
+            recorder: (setup.interval_ms > 0).then(|| Recorder::new(setup.interval_ms)),
+            ..SamplerState::default()
+        }));
         let stop = CancellationToken::new();
-        let task = (!gpus.is_empty()).then(|| {
-            let (samples, stop) = (samples.clone(), stop.clone());
+        let period = Duration::from_millis(match setup.interval_ms {
+            0 => 1000,
+            ms => ms,
+        });
+        let timeline = setup.interval_ms > 0;
+        let watch_gpus = !setup.gpus.is_empty();
+        let task = (timeline || watch_gpus).then(|| {
+            let (state, stop, live) = (state.clone(), stop.clone(), setup.live.clone());
+            let (endpoint, engine, gpus) = (setup.endpoint, setup.engine, setup.gpus);
             tokio::spawn(async move {
-                let argv = query_command();
+                // Every tick due is taken, late ones at once, and stamped
+                // with the moment it was due: a busy client reads its
+                // sample a little late rather than leave a gap.
+                let mut tick = tokio::time::interval(period);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+                let mut pending = tokio::task::JoinSet::new();
                 loop {
-                    let out = tokio::process::Command::new(&argv[0])
-                        .args(&argv[1..])
-                        .output()
-                        .await;
-                    match out {
-                        Ok(o) if o.status.success() => {
-                            if let Ok(mut s) =
-                                parse_query_output(&String::from_utf8_lossy(&o.stdout))
-                            {
-                                if let Ok(mut all) = samples.lock() {
-                                    all.append(&mut s);
-                                }
+                    // Ticks that came due before the stop still count.
+                    let due = tokio::select! {
+                        biased;
+                        due = tick.tick() => due,
+                        _ = stop.cancelled() => break,
+                    };
+                    while pending.try_join_next().is_some() {}
+                    let base = Sample {
+                        t_s: due
+                            .into_std()
+                            .saturating_duration_since(started)
+                            .as_secs_f64(),
+                        in_flight: live.in_flight(),
+                        sent: live.sent.load(std::sync::atomic::Ordering::Relaxed),
+                        ..Sample::default()
+                    };
+                    let gpu_on =
+                        watch_gpus && state.lock().map(|s| s.gpu_note.is_none()).unwrap_or(false);
+                    if pending.len() >= MAX_PENDING_SCRAPES {
+                        record(&state, base, None);
+                        continue;
+                    }
+                    let (state, endpoint, gpus) = (state.clone(), endpoint.clone(), gpus.clone());
+                    pending.spawn(async move {
+                        let scrape_gauges = async {
+                            let names = engine.telemetry()?;
+                            let s = scrape_within(&endpoint, engine, period * 4).await.ok()?;
+                            Some(EngineGauges::of(names, &s))
+                        };
+                        let query = async {
+                            match gpu_on {
+                                true => Some(query_gpus().await),
+                                false => None,
                             }
+                        };
+                        let (engine, gpu) = tokio::join!(scrape_gauges, query);
+                        let mut sample = Sample {
+                            engine: engine.unwrap_or_default(),
+                            ..base
+                        };
+                        let gpu = gpu.map(|g| {
+                            g.map(|all| {
+                                all.into_iter()
+                                    .filter(|s| gpus.contains(&s.index))
+                                    .collect::<Vec<_>>()
+                            })
+                        });
+                        if let Some(Ok(mine)) = &gpu {
+                            let mine: &Vec<GpuSample> = mine;
+                            sample.gpu_power_w =
+                                mine.iter().filter_map(|s| s.power_w).reduce(|a, b| a + b);
                         }
-                        Ok(o) => {
-                            return Some(format!(
-                                "nvidia-smi failed: {}",
-                                String::from_utf8_lossy(&o.stderr).trim()
-                            ))
-                        }
-                        Err(e) => {
-                            return Some(format!(
-                                "nvidia-smi is not available ({e}); no GPU samples"
-                            ))
-                        }
-                    }
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        _ = stop.cancelled() => return None,
-                    }
+                        record(&state, sample, gpu);
+                    });
                 }
+                // A scrape still out when the cell ends has a moment to land.
+                let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                    while pending.join_next().await.is_some() {}
+                })
+                .await;
             })
         });
         Self {
-            samples,
+            state,
             stop,
             task,
+            started,
+            live: setup.live,
         }
     }
 
-    /// Stop sampling; summaries of the GPUs in `gpus`, or why there are none.
-    pub async fn finish(mut self, gpus: &[u32]) -> (Vec<GpuSummary>, Option<String>) {
+    /// Stop sampling: the timeline on the level's clock and the GPUs' summaries.
+    pub async fn finish(mut self) -> Sampled {
         self.stop.cancel();
-        let note = match self.task.take() {
-            Some(t) => t.await.ok().flatten(),
-            None => None,
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+        let state = match self.state.lock() {
+            Ok(mut s) => std::mem::take(&mut *s),
+            Err(_) => SamplerState::default(),
         };
-        let samples = self.samples.lock().map(|s| s.clone()).unwrap_or_default();
-        let mine: Vec<GpuSample> = samples
-            .into_iter()
-            .filter(|s| gpus.contains(&s.index))
-            .collect();
-        (summarize(&mine), note)
+        let origin = self.live.epoch.get().map_or(0.0, |e| {
+            e.saturating_duration_since(self.started).as_secs_f64()
+        });
+        Sampled {
+            timeline: state.recorder.map(|r| r.finish(origin)),
+            gpus: summarize(&state.gpu),
+            gpu_note: state.gpu_note,
+        }
+    }
+}
+
+/// Keep a sample and what `nvidia-smi` said with it.
+fn record(
+    state: &Mutex<SamplerState>,
+    sample: Sample,
+    gpu: Option<Result<Vec<GpuSample>, String>>,
+) {
+    let Ok(mut s) = state.lock() else { return };
+    if let Some(r) = s.recorder.as_mut() {
+        r.push(sample);
+    }
+    match gpu {
+        Some(Ok(mine)) => s.keep_gpu(mine),
+        Some(Err(e)) => {
+            s.gpu_note.get_or_insert(e);
+        }
+        None => {}
     }
 }
 

@@ -70,6 +70,15 @@ pub struct SimConfig {
     /// flight, ties to the next in turn, as vLLM's DP load balancer does.
     #[arg(long, default_value_t = 1)]
     pub dp: u32,
+    /// Power one replica's GPUs draw with nothing running, W (the
+    /// `sim:power_watts` gauge, where a real server has `nvidia-smi`).
+    #[arg(long, default_value_t = 100.0)]
+    pub idle_power_w: f64,
+    /// Power one replica's GPUs draw with a full batch
+    /// (--max-running-requests), W; in between it rises in proportion to
+    /// the running share.
+    #[arg(long, default_value_t = 700.0)]
+    pub peak_power_w: f64,
     /// Context window: prompt + max_tokens above it gets HTTP 400.
     #[arg(long, default_value_t = 32_768)]
     pub context_length: u64,
@@ -194,6 +203,8 @@ impl SimConfig {
             ("decode-step-ms", self.decode_step_ms),
             ("decode-step-per-seq-ms", self.decode_step_per_seq_ms),
             ("spec-step-factor", self.spec_step_factor),
+            ("idle-power-w", self.idle_power_w),
+            ("peak-power-w", self.peak_power_w),
         ] {
             if !(v >= 0.0 && v.is_finite()) {
                 return Err(format!("--{name} must be a non-negative number, got {v}"));
@@ -545,6 +556,15 @@ async fn metrics(State(s): State<Arc<Shared>>) -> Response {
         metric(name, "gauge", help, load(value));
     }
     metric(
+        "power_watts",
+        "gauge",
+        "Power the simulated GPUs draw: idle plus the running share of the peak.",
+        format!(
+            "{}",
+            power_watts(&s.cfg, c.running.load(Ordering::Relaxed), s.replicas.len())
+        ),
+    );
+    metric(
         "kv_cache_usage_perc",
         "gauge",
         "Fraction of KV capacity reserved by running sequences.",
@@ -563,6 +583,15 @@ async fn metrics(State(s): State<Arc<Shared>>) -> Response {
         metric(name, "counter", help, load(value));
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// The simulated power of `replicas` replicas with `running` sequences in
+/// all: each replica's idle power, plus the span to its peak in proportion
+/// to the share of the slots that run (up to all of them).
+fn power_watts(cfg: &SimConfig, running: u64, replicas: usize) -> f64 {
+    let slots = f64::from(cfg.max_running_requests.max(1)) * replicas as f64;
+    let busy = (running as f64 / slots).min(1.0);
+    replicas as f64 * (cfg.idle_power_w + (cfg.peak_power_w - cfg.idle_power_w).max(0.0) * busy)
 }
 
 async fn completions(State(s): State<Arc<Shared>>, body: Bytes) -> Response {

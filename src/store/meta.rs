@@ -36,6 +36,9 @@ pub struct CampaignMeta {
     /// `[[build]]` names in declaration order, the order builds are compared in.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub builds: Vec<String>,
+    /// Dollars one GPU costs an hour (`[hardware] gpu_hour_cost`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_cost: Option<f64>,
 }
 
 impl CampaignMeta {
@@ -56,6 +59,7 @@ impl CampaignMeta {
             workloads,
             searches: c.searches.clone(),
             builds: c.builds.iter().map(|b| b.name.clone()).collect(),
+            gpu_hour_cost: c.hardware.gpu_hour_cost,
         }
     }
 

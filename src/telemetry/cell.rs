@@ -40,6 +40,9 @@ pub struct CellTelemetry {
     /// Why there are no GPU samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_note: Option<String>,
+    /// The cell's state over time (see `telemetry::timeline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<super::timeline::Timeline>,
 }
 
 impl CellTelemetry {

@@ -47,6 +47,10 @@ pub struct MetricNames {
     pub spec_accepted_per_pos: &'static [&'static str],
     /// Engine-computed acceptance length gauge, where the engine has no counters.
     pub spec_accept_length_gauge: &'static [&'static str],
+    /// Counter of requests preempted (evicted from the running batch).
+    pub preemptions: &'static [&'static str],
+    /// Gauge of the power the engine's GPUs draw, W (only engines that model it).
+    pub power_watts: &'static [&'static str],
 }
 
 /// No metric of this kind.
@@ -519,6 +523,7 @@ llamacpp:requests_processing 1
             names.spec_drafts,
             names.spec_draft_tokens,
             names.spec_accepted_tokens,
+            names.power_watts,
         ]
         .concat();
         assert_eq!(
@@ -533,6 +538,7 @@ llamacpp:requests_processing 1
                 "sim:spec_decode_num_drafts_total",
                 "sim:spec_decode_num_draft_tokens_total",
                 "sim:spec_decode_num_accepted_tokens_total",
+                "sim:power_watts",
             ]
         );
     }
@@ -556,6 +562,8 @@ llamacpp:requests_processing 1
                 n.spec_accepted_tokens,
                 n.spec_accepted_per_pos,
                 n.spec_accept_length_gauge,
+                n.preemptions,
+                n.power_watts,
             ] {
                 for name in list {
                     assert!(name.starts_with(&prefix), "{name} in {engine} table");

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// The fields queried, in the order `nvidia-smi` prints them.
-pub const QUERY_FIELDS: &str = "index,uuid,memory.used,memory.total,utilization.gpu";
+pub const QUERY_FIELDS: &str = "index,uuid,memory.used,memory.total,utilization.gpu,power.draw";
 
 /// The argv that produces the CSV [`parse_query_output`] reads.
 pub fn query_command() -> Vec<String> {
@@ -37,9 +37,12 @@ pub struct GpuSample {
     pub memory_total_mib: Option<u64>,
     /// GPU utilisation in percent.
     pub utilization_pct: Option<f64>,
+    /// Power draw in W (absent from output captured without `power.draw`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_w: Option<f64>,
 }
 
-/// A line of `nvidia-smi` output that is not five comma-separated fields.
+/// A line of `nvidia-smi` output that is not five or six comma-separated fields.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("nvidia-smi output line {line}: {message}")]
 pub struct GpuParseError {
@@ -54,11 +57,17 @@ fn placeholder(field: &str) -> bool {
     f.is_empty() || f.starts_with('[') || f.eq_ignore_ascii_case("n/a")
 }
 
+/// A value without the unit `--format=csv` (without `nounits`) appends:
+/// `38742 MiB`, `100 %`, `297.57 W`.
+fn number_part(field: &str) -> &str {
+    field.split_whitespace().next().unwrap_or("")
+}
+
 fn opt_u64(field: &str) -> Option<u64> {
     if placeholder(field) {
         return None;
     }
-    let f = field.trim();
+    let f = number_part(field);
     f.parse::<u64>().ok().or_else(|| {
         f.parse::<f64>()
             .ok()
@@ -71,40 +80,127 @@ fn opt_f64(field: &str) -> Option<f64> {
     if placeholder(field) {
         return None;
     }
-    field.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+    number_part(field)
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
 }
 
-/// Parses `--format=csv,noheader,nounits` output of [`query_command`].
+/// What a column of `nvidia-smi --query-gpu` output holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Column {
+    Index,
+    Uuid,
+    MemoryUsed,
+    MemoryTotal,
+    Utilization,
+    Power,
+    /// A field servebench does not read (name, temperature, timestamp).
+    Other,
+}
+
+/// The columns of [`query_command`]'s output, in its order.
+const QUERY_COLUMNS: [Column; 6] = [
+    Column::Index,
+    Column::Uuid,
+    Column::MemoryUsed,
+    Column::MemoryTotal,
+    Column::Utilization,
+    Column::Power,
+];
+
+/// The columns a header line names, when the line is one: every field a
+/// query name (`memory.used [MiB]` reads as `memory.used`).
+fn header(fields: &[&str]) -> Option<Vec<Column>> {
+    let names: Vec<&str> = fields
+        .iter()
+        .map(|f| f.split(" [").next().unwrap_or("").trim())
+        .collect();
+    let is_name = |n: &&str| {
+        !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_lowercase() || c == '.' || c == '_')
+    };
+    names.iter().all(is_name).then(|| {
+        names
+            .iter()
+            .map(|n| match *n {
+                "index" => Column::Index,
+                "uuid" | "gpu_uuid" => Column::Uuid,
+                "memory.used" => Column::MemoryUsed,
+                "memory.total" => Column::MemoryTotal,
+                "utilization.gpu" => Column::Utilization,
+                "power.draw" => Column::Power,
+                _ => Column::Other,
+            })
+            .collect()
+    })
+}
+
+/// One data line read through `columns`.
+fn sample(fields: &[&str], columns: &[Column], line: usize) -> Result<GpuSample, GpuParseError> {
+    let field = |want: Column| {
+        columns
+            .iter()
+            .position(|c| *c == want)
+            .and_then(|i| fields.get(i).copied())
+    };
+    let raw_index = field(Column::Index).ok_or_else(|| GpuParseError {
+        line,
+        message: "no index column".into(),
+    })?;
+    let index = raw_index.parse::<u32>().map_err(|_| GpuParseError {
+        line,
+        message: format!("invalid GPU index {raw_index:?}"),
+    })?;
+    Ok(GpuSample {
+        index,
+        // Output without UUIDs still keeps GPUs apart, by index.
+        uuid: field(Column::Uuid).map_or_else(|| format!("index-{index}"), str::to_string),
+        memory_used_mib: field(Column::MemoryUsed).and_then(opt_u64),
+        memory_total_mib: field(Column::MemoryTotal).and_then(opt_u64),
+        utilization_pct: field(Column::Utilization).and_then(opt_f64),
+        power_w: field(Column::Power).and_then(opt_f64).filter(|w| *w >= 0.0),
+    })
+}
+
+/// Parses `--format=csv,noheader,nounits` output of [`query_command`], or
+/// output captured with a header (`--format=csv`, units or not, any of
+/// the fields in any order): the header says what each column holds.
 ///
-/// Blank lines are skipped. A header line (from a run without `noheader`) is
-/// skipped too, so output captured with a slightly different format still
-/// parses.
+/// Blank lines are skipped. Without a header, a line holds the query's six
+/// fields, or its first five (output captured before power was asked).
 pub fn parse_query_output(text: &str) -> Result<Vec<GpuSample>, GpuParseError> {
     let mut out = Vec::new();
+    let mut columns: Option<Vec<Column>> = None;
     for (idx, raw) in text.lines().enumerate() {
         let line_no = idx + 1;
         let line = raw.trim();
-        if line.is_empty() || line.starts_with("index") {
+        if line.is_empty() {
             continue;
         }
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-        if fields.len() != 5 {
-            return Err(GpuParseError {
-                line: line_no,
-                message: format!("expected 5 fields, found {}", fields.len()),
-            });
+        if let Some(h) = header(&fields) {
+            columns = Some(h);
+            continue;
         }
-        let index = fields[0].parse::<u32>().map_err(|_| GpuParseError {
-            line: line_no,
-            message: format!("invalid GPU index {:?}", fields[0]),
-        })?;
-        out.push(GpuSample {
-            index,
-            uuid: fields[1].to_string(),
-            memory_used_mib: opt_u64(fields[2]),
-            memory_total_mib: opt_u64(fields[3]),
-            utilization_pct: opt_f64(fields[4]),
-        });
+        let cols: &[Column] = match &columns {
+            Some(c) if c.len() == fields.len() => c,
+            Some(c) => {
+                return Err(GpuParseError {
+                    line: line_no,
+                    message: format!("expected {} fields, found {}", c.len(), fields.len()),
+                })
+            }
+            None if (5..=6).contains(&fields.len()) => &QUERY_COLUMNS[..fields.len()],
+            None => {
+                return Err(GpuParseError {
+                    line: line_no,
+                    message: format!("expected 5 or 6 fields, found {}", fields.len()),
+                })
+            }
+        };
+        out.push(sample(&fields, cols, line_no)?);
     }
     Ok(out)
 }
@@ -156,6 +252,9 @@ pub struct GpuSummary {
     pub memory_used_mib: Option<Stat>,
     /// Utilisation in percent over the samples.
     pub utilization_pct: Option<Stat>,
+    /// Power draw in W over the samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_w: Option<Stat>,
 }
 
 /// Groups samples (from any number of `nvidia-smi` runs) by GPU and summarises each.
@@ -183,6 +282,7 @@ pub fn summarize(samples: &[GpuSample]) -> Vec<GpuSummary> {
                         .map(|v| v as f64),
                 ),
                 utilization_pct: Stat::of(series.iter().filter_map(|s| s.utilization_pct)),
+                power_w: Stat::of(series.iter().filter_map(|s| s.power_w)),
             })
         })
         .collect();
@@ -206,7 +306,7 @@ pub fn busy_gpus(samples: &[GpuSample], threshold_mib: u64) -> Vec<u32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const FIXTURE: &str = include_str!("../../tests/fixtures/telemetry/nvidia_smi_samples.csv");
@@ -224,7 +324,7 @@ mod tests {
             query_command(),
             vec![
                 "nvidia-smi",
-                "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu",
+                "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu,power.draw",
                 "--format=csv,noheader,nounits"
             ]
         );
@@ -260,9 +360,67 @@ mod tests {
         assert_eq!(busy_gpus(&samples, 80_000), vec![0, 1]);
     }
 
+    /// The recorded blocks of `nvidia_smi_power_recorded.txt`: each one's
+    /// seconds after the first and its CSV lines (header and GPU rows).
+    pub(crate) fn recorded_power_blocks() -> Vec<(f64, String)> {
+        let text = include_str!("../../tests/fixtures/telemetry/nvidia_smi_power_recorded.txt");
+        let mut blocks: Vec<(f64, String)> = Vec::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            if let Some(rest) = line.strip_prefix("--- witness ") {
+                // `pre-ref 2026-09-18T23:22:19Z ---`: seconds of the minute.
+                let stamp = rest.split_whitespace().nth(1).unwrap_or_default();
+                let secs: f64 = stamp[17..19].parse().unwrap();
+                blocks.push((secs, String::new()));
+            } else if line.starts_with("index,") || line.contains(", NVIDIA ") {
+                let block = &mut blocks.last_mut().unwrap().1;
+                block.push_str(line);
+                block.push('\n');
+            }
+        }
+        let first = blocks[0].0;
+        blocks.into_iter().map(|(t, b)| (t - first, b)).collect()
+    }
+
+    #[test]
+    fn recorded_output_with_a_header_and_units_gives_each_gpus_power() {
+        let blocks = recorded_power_blocks();
+        assert_eq!(blocks.len(), 4);
+        let power: Vec<(f64, Vec<Option<f64>>)> = blocks
+            .iter()
+            .map(|(t, b)| {
+                let s = parse_query_output(b).unwrap();
+                (*t, s.iter().map(|g| g.power_w).collect())
+            })
+            .collect();
+        assert_eq!(power[0], (0.0, vec![Some(30.65), Some(297.57)]));
+        assert_eq!(power[3], (4.0, vec![Some(145.33), Some(297.69)]));
+        let first = parse_query_output(&blocks[0].1).unwrap();
+        // Without UUIDs, GPUs are told apart by index; units are dropped.
+        assert_eq!(first[1].uuid, "index-1");
+        assert_eq!(first[1].memory_used_mib, Some(38742));
+        assert_eq!(first[1].utilization_pct, Some(100.0));
+        assert_eq!(first[1].memory_total_mib, None);
+        let all: Vec<GpuSample> = blocks
+            .iter()
+            .flat_map(|(_, b)| parse_query_output(b).unwrap())
+            .collect();
+        let summary = summarize(&all);
+        let p = summary[0].power_w.unwrap();
+        assert_eq!((p.min, p.max, p.n), (30.65, 145.33, 4));
+    }
+
     #[test]
     fn malformed_lines_are_errors_not_panics() {
         assert_eq!(parse_query_output("0, GPU-a, 1, 2\n").unwrap_err().line, 1);
+        // A header then a row that does not match it.
+        let e = parse_query_output("index, power.draw [W]\n0, 1, 2\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert_eq!(
+            parse_query_output("name, power.draw [W]\nNVIDIA L4, 16.89 W\n")
+                .unwrap_err()
+                .message,
+            "no index column"
+        );
         assert_eq!(
             parse_query_output("\nx, GPU-a, 1, 2, 3\n")
                 .unwrap_err()

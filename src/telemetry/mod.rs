@@ -27,6 +27,7 @@ pub mod engine_metrics;
 pub mod gpu;
 pub mod logscan;
 pub mod prometheus;
+pub mod timeline;
 
 use serde::{Deserialize, Serialize};
 

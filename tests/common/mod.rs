@@ -384,6 +384,36 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
 
 /// Stored cell results by `server/cell`; temporary files of a write in
 /// progress are skipped.
+/// A stored cell's timeline holds a sample for every 250 ms of its
+/// measured part, with the engine's running requests as its `/metrics`
+/// reported them.
+pub fn assert_timeline(name: &str, cell: &serde_json::Value) {
+    let tl = &cell["telemetry"]["timeline"];
+    let times: Vec<f64> = tl["t_s"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{name}: no timeline in {}", cell["telemetry"]))
+        .iter()
+        .filter_map(|t| t.as_f64())
+        .collect();
+    let duration = cell["summary"]["duration_s"].as_f64().unwrap();
+    let inside = times
+        .iter()
+        .filter(|t| (0.0..=duration).contains(*t))
+        .count();
+    assert!(
+        inside as f64 >= (duration / 0.25).floor(),
+        "{name}: {inside} samples over {duration} s: {times:?}"
+    );
+    let running = tl["running"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{name}: no engine running column: {tl}"));
+    assert_eq!(running.len(), times.len(), "{name}");
+    assert!(
+        running.iter().any(|v| v.as_f64().is_some()),
+        "{name}: the engine's gauge never answered: {tl}"
+    );
+}
+
 pub fn cells(root: &std::path::Path) -> std::collections::BTreeMap<String, serde_json::Value> {
     let mut out = std::collections::BTreeMap::new();
     let Ok(servers) = std::fs::read_dir(root.join("cells")) else {

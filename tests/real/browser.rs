@@ -81,12 +81,13 @@ fn quickstart_report_renders_its_charts_in_a_headless_browser_without_network() 
         .map(|c| c["section"].as_str().unwrap())
         .collect();
     // Three workload families (chat out32, chat out128, kinds): throughput, TTFT
-    // and per-GPU charts for each; one speedup chart; the budget sweep (3, 4
-    // and 6) per family at its lowest and highest load (chat: c1 and c8;
-    // kinds: c4 only), with acceptance length at the lowest.
+    // and per-GPU charts for each, and tokens per joule (the simulator models
+    // its power); one speedup chart; the budget sweep (3, 4 and 6) per family
+    // at its lowest and highest load (chat: c1 and c8; kinds: c4 only), with
+    // acceptance length at the lowest.
     for (section, n) in [
         ("throughput", 6),
-        ("per_gpu", 3),
+        ("per_gpu", 6),
         ("speedup", 1),
         ("budget", 8),
     ] {

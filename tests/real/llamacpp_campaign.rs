@@ -3,7 +3,7 @@
 //! checked for correctness, and speculative decoding counted per cell.
 
 use crate::common::{
-    answer_lines, cells, llamacpp_campaign, real_engine_turn, run, write_campaign,
+    answer_lines, assert_timeline, cells, llamacpp_campaign, real_engine_turn, run, write_campaign,
 };
 
 /// `[campaign]` to `[defaults]` of a campaign on the real llama.cpp server
@@ -207,6 +207,8 @@ grace_period = "3s"
             .unwrap()
             .iter()
             .any(|a| a == "--parallel"));
+        // llama.cpp's own gauges over the cell, on the client's clock.
+        assert_timeline(name, c);
     }
     for id in ["ar", "ngram", "draft"] {
         let run = &cells[&format!("{id}/mixed-kinds-out32-c1")]["server_run"];

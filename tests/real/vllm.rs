@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::common::{cells, pids_with, real_engine_turn, run, wait_until};
+use crate::common::{assert_timeline, cells, pids_with, real_engine_turn, run, wait_until};
 
 use crate::common::BIN;
 
@@ -460,6 +460,8 @@ grace_period = "10s"
         // The endpoint is served only in vLLM's development mode, which the
         // setting turns on in the server's environment.
         assert_eq!(c["server"]["env"]["VLLM_SERVER_DEV_MODE"], "1", "{name}");
+        // vLLM's own gauges over the cell, on the client's clock.
+        assert_timeline(name, c);
         assert_eq!(
             c["prefix_cache_reset"]["emptied"], true,
             "{name}: {}",

@@ -81,6 +81,9 @@ pub struct Hardware {
     /// Use GPUs that other processes already hold memory on.
     #[serde(default)]
     pub use_busy_gpus: bool,
+    /// Dollars one GPU costs an hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_cost: Option<f64>,
 }
 
 impl Hardware {
@@ -163,6 +166,9 @@ pub struct RunSettings {
     /// Empty the engine's prefix cache before each cell.
     #[serde(default)]
     pub reset_prefix_cache: bool,
+    /// Interval of each cell's timeline samples, ms; 0 = no timeline.
+    #[serde(default = "default_sample_interval_ms")]
+    pub sample_interval_ms: u64,
     /// Write the report files at the end of `run`.
     pub report: bool,
     /// What `run` measures.
@@ -474,6 +480,9 @@ fn engine_spec(raw: &RawCampaign, src: &Source, base: &Path) -> Result<EngineSpe
     Ok(engine)
 }
 
+/// A GPU-hour price above this is a typo (a month's price, cents).
+const MAX_GPU_HOUR_COST: f64 = 1000.0;
+
 /// The hardware: GPUs in the pool, their memory and speed figures.
 fn hardware(raw: &RawCampaign, src: &Source) -> Result<Hardware, CampaignError> {
     let gpu_bandwidth = match &raw.hardware.gpu_bandwidth {
@@ -525,6 +534,19 @@ fn hardware(raw: &RawCampaign, src: &Source) -> Result<Hardware, CampaignError> 
         gpu_bandwidth,
         gpu_bf16_flops,
         use_busy_gpus: raw.hardware.use_busy_gpus,
+        gpu_hour_cost: match &raw.hardware.gpu_hour_cost {
+            None => None,
+            Some(c) if *c.get_ref() > 0.0 && *c.get_ref() <= MAX_GPU_HOUR_COST => Some(*c.get_ref()),
+            Some(c) => {
+                return Err(src.error(
+                    c,
+                    format!(
+                        "gpu_hour_cost is dollars per GPU-hour, above 0 and at most {MAX_GPU_HOUR_COST}, got {}",
+                        c.get_ref()
+                    ),
+                ))
+            }
+        },
     };
     Ok(hardware)
 }
@@ -616,9 +638,31 @@ fn run_settings(
             Some(r) => *r.get_ref(),
             None => false,
         },
+        sample_interval_ms: match &raw.run.sample_interval_ms {
+            None => default_sample_interval_ms(),
+            Some(n) if *n.get_ref() != 0 && !(MIN_SAMPLE_MS..=MAX_SAMPLE_MS).contains(n.get_ref()) => {
+                return Err(src.error(
+                    n,
+                    format!(
+                        "sample_interval_ms is between {MIN_SAMPLE_MS} and {MAX_SAMPLE_MS} ms, or 0 for no timeline"
+                    ),
+                ))
+            }
+            Some(n) => *n.get_ref(),
+        },
         report: raw.run.report.unwrap_or(true),
     })
 }
+
+/// Timeline samples every 250 ms unless the campaign says otherwise.
+fn default_sample_interval_ms() -> u64 {
+    250
+}
+
+/// The shortest sampling interval: scrapes more often would load the engine.
+const MIN_SAMPLE_MS: u64 = 50;
+/// The longest: a minute between samples shows nothing of a cell.
+const MAX_SAMPLE_MS: u64 = 60_000;
 
 /// The baseline, when named, is one of the servers.
 fn check_baseline(

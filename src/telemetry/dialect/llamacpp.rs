@@ -32,6 +32,8 @@ pub const METRICS: MetricNames = MetricNames {
     spec_accepted_tokens: &["llamacpp:spec_decode_num_accepted_tokens_total"],
     spec_accepted_per_pos: &["llamacpp:spec_decode_num_accepted_tokens_per_pos_total"],
     spec_accept_length_gauge: NONE,
+    preemptions: NONE,
+    power_watts: NONE,
 };
 
 impl Scanner {

@@ -28,6 +28,12 @@ pub const METRICS: MetricNames = MetricNames {
     spec_accepted_tokens: NONE,
     spec_accepted_per_pos: NONE,
     spec_accept_length_gauge: &["sglang:spec_accept_length"],
+    // Retractions are SGLang's preemptions; the counter's name moved.
+    preemptions: &[
+        "sglang:num_retracted_requests_total",
+        "sglang:num_retracted_reqs_total",
+    ],
+    power_watts: NONE,
 };
 
 impl Scanner {

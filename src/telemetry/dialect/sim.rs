@@ -24,6 +24,8 @@ pub const METRICS: MetricNames = MetricNames {
     spec_accepted_tokens: &["sim:spec_decode_num_accepted_tokens_total"],
     spec_accepted_per_pos: NONE,
     spec_accept_length_gauge: NONE,
+    preemptions: NONE,
+    power_watts: &["sim:power_watts"],
 };
 
 impl Scanner {

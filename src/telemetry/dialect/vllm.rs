@@ -33,6 +33,8 @@ pub const METRICS: MetricNames = MetricNames {
     spec_accepted_tokens: &["vllm:spec_decode_num_accepted_tokens_total"],
     spec_accepted_per_pos: &["vllm:spec_decode_num_accepted_tokens_per_pos_total"],
     spec_accept_length_gauge: NONE,
+    preemptions: &["vllm:num_preemptions_total"],
+    power_watts: NONE,
 };
 
 impl Scanner {
