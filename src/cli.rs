@@ -136,6 +136,9 @@ pub struct ReportArgs {
     /// Rank a config for a workload family it crashed in (by default it is left out of that family's recommendations).
     #[arg(long)]
     pub include_crashed: bool,
+    /// Draw the timeline of this cell too (`SERVER/CELL`, repeatable), or of every cell (`all`); the cells the answer rests on are always drawn.
+    #[arg(long = "timeline", value_name = "SERVER/CELL")]
+    pub timelines: Vec<String>,
 }
 
 /// Arguments of `servebench compare`.

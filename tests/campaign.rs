@@ -1382,6 +1382,44 @@ warmup = 2
             .unwrap()
             <= 48
     );
+    // No SLO, no pick: no timeline is drawn until one is asked for.
+    let root = dir.path().join("results/tl");
+    let charts_of = |root: &std::path::Path| -> Vec<serde_json::Value> {
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+        r["charts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["section"] == "timeline")
+            .cloned()
+            .collect()
+    };
+    assert!(charts_of(&root).is_empty());
+    let name = cells.keys().next().unwrap().clone();
+    let (code, _, err) = run(&["report", root.to_str().unwrap(), "--timeline", &name]);
+    assert_eq!(code, 0, "{err}");
+    let drawn = charts_of(&root);
+    let titles: Vec<&str> = drawn.iter().map(|c| c["title"].as_str().unwrap()).collect();
+    assert_eq!(
+        titles,
+        [
+            format!("Inside {name}: requests over time"),
+            format!("Inside {name}: KV-cache use and GPU power")
+        ]
+    );
+    let names: Vec<&str> = drawn[0]["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["in flight (client)", "running (engine)", "waiting (engine)"]
+    );
+    let html = std::fs::read_to_string(root.join("report.html")).unwrap();
+    assert!(html.contains("id=\"timeline\""), "no timeline section");
 }
 
 #[test]

@@ -14,6 +14,7 @@ pub fn run(a: cli::ReportArgs) -> anyhow::Result<ExitCode> {
     let opts = report::ReportOptions {
         baseline: a.baseline,
         include_crashed: a.include_crashed,
+        timelines: a.timelines,
         ..Default::default()
     };
     let r = report::build(&set, &opts);

@@ -44,6 +44,8 @@ pub enum ChartSection {
     Agentic,
     /// Trace replays over trace time.
     Trace,
+    /// Inside cells over time.
+    Timeline,
 }
 
 impl ChartSection {
@@ -57,6 +59,7 @@ impl ChartSection {
             Self::Context => "context",
             Self::Agentic => "agentic",
             Self::Trace => "trace",
+            Self::Timeline => "timeline",
         }
     }
 }

@@ -33,7 +33,7 @@ svg .legend{font-size:10px}svg .empty{font-size:13px;fill:#888}
 ul.rec li{margin-bottom:6px}.note{color:#666;font-style:italic}
 ";
 
-const SECTIONS: [(ChartSection, &str, &str); 7] = [
+const SECTIONS: [(ChartSection, &str, &str); 8] = [
     (ChartSection::Throughput, "Throughput and latency vs. concurrency", "Output throughput and TTFT p50 (solid) / p99 (dashed) per server config; means over repetitions."),
     (ChartSection::PerGpu, "Throughput per GPU vs. speed per user", "One point per (server config, concurrency); throughput divided by the GPUs the server holds (TP × DP × PP). Circled points form the Pareto frontier: no other point is both faster per user and more productive per GPU."),
     (ChartSection::Speedup, "Speedup over the baseline", "Ratio of median per-request decode speed to the baseline's at the same workload point, per prompt kind and output length."),
@@ -41,6 +41,7 @@ const SECTIONS: [(ChartSection, &str, &str); 7] = [
     (ChartSection::Context, "Context length", "TTFT and decode speed against the prompt length."),
     (ChartSection::Agentic, "Agentic sessions", "Per-turn latency of multi-turn sessions: each turn resends the whole conversation."),
     (ChartSection::Trace, "Trace replays over trace time", "Per window of the trace (a request's scheduled send time times the traffic multiple), TTFT p99 of the requests sent in it and the share of them within every SLO, one line per server config."),
+    (ChartSection::Timeline, "Inside the cells the answer rests on", "Each cell's timeline, sampled on one clock from the first measured request: the client's requests in flight, the engine's running and waiting requests (its /metrics), its KV-cache use and the GPUs' power. `report --timeline SERVER/CELL` (or `all`) draws others."),
 ];
 
 fn is_number(s: &str) -> bool {
@@ -96,6 +97,7 @@ fn note_key(section: ChartSection) -> &'static str {
         ChartSection::Context => "context-length",
         ChartSection::Agentic => "agentic",
         ChartSection::Trace => "trace time",
+        ChartSection::Timeline => "timeline",
     }
 }
 
@@ -170,7 +172,8 @@ fn recommendation(s: &mut String, r: &Report) {
 fn chart_sections(s: &mut String, r: &Report) {
     for (key, title, blurb) in SECTIONS {
         // Most campaigns replay no trace: no empty section for them.
-        if key == ChartSection::Trace && !r.charts.iter().any(|c| c.section == key) {
+        let optional = matches!(key, ChartSection::Trace | ChartSection::Timeline);
+        if optional && !r.charts.iter().any(|c| c.section == key) {
             continue;
         }
         let _ = write!(

@@ -25,6 +25,7 @@ pub mod recommend;
 pub mod search;
 pub mod svg;
 pub mod table;
+pub mod timelines;
 pub mod trace_time;
 
 use std::path::{Path, PathBuf};

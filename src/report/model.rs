@@ -37,6 +37,9 @@ pub struct ReportOptions {
     pub seed: u64,
     /// Rank configs for a workload family they crashed in (left out by default).
     pub include_crashed: bool,
+    /// Cells to draw timelines for besides the ones the answer rests on:
+    /// `SERVER/CELL`, or `all`.
+    pub timelines: Vec<String>,
 }
 
 impl Default for ReportOptions {
@@ -45,6 +48,7 @@ impl Default for ReportOptions {
             baseline: None,
             seed: 0x0005_e27e_be7c,
             include_crashed: false,
+            timelines: Vec::new(),
         }
     }
 }
@@ -820,6 +824,8 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
     ));
     let trace_windows = super::trace_time::windows(&cells);
     charts.extend(super::trace_time::charts(&trace_windows, &color));
+    let inside = super::timelines::chosen(&cells, &slo_picks, &opts.timelines, family_of);
+    charts.extend(super::timelines::charts(&inside, &mut notes));
     let charts = super::charts::facet(charts);
     Report {
         schema_version: REPORT_SCHEMA_VERSION,

@@ -97,6 +97,18 @@ fn quickstart_report_renders_its_charts_in_a_headless_browser_without_network() 
             "{section}: {sections:?}"
         );
     }
+    // The cells the SLO picks rest on, from the inside: requests over time,
+    // and the simulator's KV-cache use and power.
+    let inside: Vec<&str> = charts
+        .iter()
+        .filter(|c| c["section"] == "timeline")
+        .map(|c| c["title"].as_str().unwrap())
+        .collect();
+    assert!(inside.len() >= 2 && inside.len() % 2 == 0, "{inside:?}");
+    assert!(
+        inside.iter().all(|t| t.starts_with("Inside ")),
+        "{inside:?}"
+    );
     let notes = report["notes"].to_string();
     assert!(
         notes.contains("agentic"),

@@ -94,7 +94,8 @@ request_timeout = "120s"
         .lines()
         .next()
         .unwrap()
-        .ends_with(",prompt_cache_hit_rate"));
+        .split(',')
+        .any(|column| column == "prompt_cache_hit_rate"));
 }
 
 #[test]
