@@ -287,6 +287,57 @@ fn top_level_modules_import_each_other_without_a_cycle() {
     }
 }
 
+/// Edges between the files of `report/`: a file naming `super::x` or
+/// `crate::report::x` uses `x.rs`, outside its test module.
+fn report_graph(c: &Crate) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let dir = c.root.join("report");
+    let names: BTreeSet<String> = c
+        .files
+        .iter()
+        .filter(|(p, _, _)| p.parent() == Some(dir.as_path()))
+        .filter_map(|(p, _, _)| Some(p.file_stem()?.to_str()?.to_string()))
+        .filter(|n| n != "mod")
+        .collect();
+    let mut g: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (p, _, code) in c
+        .files
+        .iter()
+        .filter(|(p, _, _)| p.parent() == Some(dir.as_path()))
+    {
+        let me = p.file_stem().unwrap().to_str().unwrap().to_string();
+        if me == "mod" {
+            continue;
+        }
+        let code = without_test_modules(code);
+        let node = g.entry(me.clone()).or_default();
+        for prefix in ["super::", "crate::report::"] {
+            for (i, _) in code.match_indices(prefix) {
+                let name: String = code[i + prefix.len()..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if names.contains(&name) && name != me {
+                    node.entry(name)
+                        .or_default()
+                        .insert(format!("report/{me}.rs"));
+                }
+            }
+        }
+    }
+    g
+}
+
+#[test]
+fn report_files_import_each_other_without_a_cycle() {
+    let g = report_graph(&load());
+    // The sections read the data, the model assembles them, renderers read the model.
+    assert!(g["charts"].contains_key("data") && g["model"].contains_key("charts"));
+    assert!(g["html"].contains_key("model") && !g["data"].contains_key("model"));
+    if let Some(cycle) = find_cycle(&g) {
+        panic!("import cycle in report/: {}", cycle.join(" → "));
+    }
+}
+
 /// The modules of the layout map in `src/lib.rs`, in the order it lists them.
 fn layout_map_order() -> Vec<String> {
     let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();

@@ -93,7 +93,7 @@ pub fn judge_cells(cells: &[&CellResult], baseline: Option<&str>) -> Agreements 
     let Some(b) = baseline else {
         return out;
     };
-    let point = |c: &CellResult| (super::model::point_name(c), c.workload.repetition);
+    let point = |c: &CellResult| (super::data::point_name(c), c.workload.repetition);
     let base: HashMap<_, &CellResult> = cells
         .iter()
         .filter(|c| c.server_id == b && c.status.is_usable())

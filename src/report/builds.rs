@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::compare::{metric_change, MetricChange};
-use super::model::{point_name, status_text};
+use super::data::{point_name, status_text};
 use crate::store::CellResult;
 
 /// The smallest relative change of speed that counts, as `compare`'s default.

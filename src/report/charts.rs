@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{GpuPoint, KindRow, PointRow, TurnRow};
+use super::data::{GpuPoint, KindRow, PointRow, TurnRow};
 
 /// Families (workload, input, output) that get their own per-concurrency
 /// charts; more would make the page unreadable, the CSV has them all.

@@ -136,7 +136,7 @@ pub fn judge(servers: &[String], cells: &[&CellResult], baseline: Option<&str>) 
     let Some(b) = baseline else {
         return Checks::default();
     };
-    let point = |c: &CellResult| (super::model::point_name(c), c.workload.repetition);
+    let point = |c: &CellResult| (super::data::point_name(c), c.workload.repetition);
     let base: HashMap<_, &CellResult> = cells
         .iter()
         .filter(|c| c.server_id == b && c.status.is_usable())

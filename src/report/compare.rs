@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::Serialize;
 
 use super::checks::{checks_by_kind, Paired, Units};
-use super::model::{status_text, Spread};
+use super::data::{status_text, Spread};
 use super::ResultSet;
 use crate::store::CellResult;
 use crate::util::table;
@@ -422,7 +422,7 @@ fn requests(c: &CellResult) -> &[crate::client::record::RequestRecord] {
 /// baseline's own cells or without a baseline.
 fn agreement_of(set: &ResultSet) -> impl Fn(&CellResult) -> Option<(String, Units)> + '_ {
     let baseline = set.meta.as_ref().and_then(|m| m.baseline.clone());
-    let point = |c: &CellResult| (super::model::point_name(c), c.workload.repetition);
+    let point = |c: &CellResult| (super::data::point_name(c), c.workload.repetition);
     let cells: HashMap<_, &CellResult> = set
         .cells
         .iter()

@@ -74,21 +74,6 @@ fn table(header: &[&str], rows: &[(Vec<String>, &str)]) -> String {
 }
 
 /// The word that marks a section's notes (see `model::charts`).
-/// A group's cells: its count, and the names when few.
-pub(super) fn cells_text(g: &super::model::ProblemGroup) -> String {
-    const SHOWN: usize = 4;
-    if g.count <= SHOWN {
-        g.cells.join(", ")
-    } else {
-        format!(
-            "{}: {}, … and {} more",
-            g.count,
-            g.cells[..SHOWN].join(", "),
-            g.count - SHOWN
-        )
-    }
-}
-
 fn note_key(section: ChartSection) -> &'static str {
     match section {
         ChartSection::Throughput | ChartSection::PerGpu => "closed-loop",
@@ -284,7 +269,7 @@ fn problems(s: &mut String, r: &Report) {
                 esc(&g.server_id),
                 g.status.as_str(),
                 esc(g.class.map_or("-", FailureClass::as_str)),
-                esc(&cells_text(g)),
+                esc(&super::table::cells_text(g)),
                 esc(&g.cells[0]),
                 esc(&g.example)
             );

@@ -111,7 +111,7 @@ impl Exporter for MarkdownExporter {
                         g.server_id.clone(),
                         g.status.as_str().to_string(),
                         g.class.map_or("-", |c| c.as_str()).to_string(),
-                        super::html::cells_text(g),
+                        super::table::cells_text(g),
                         ev,
                     ]
                 })

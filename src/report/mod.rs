@@ -5,6 +5,13 @@
 //! function from it to bytes behind [`Exporter`], one file per format, so
 //! every format says the same thing and each is snapshot-tested on its own.
 //!
+//! Layers, with no circle between files (`tests/module_graph.rs`): [`data`]
+//! holds the row types and per-cell facts and uses nothing else here; the
+//! sections (agreement, checks, recommend, charts, search, trace_time,
+//! timelines, builds, compare, prefix_cache) read it; [`model`] assembles
+//! them into the [`model::Report`]; the renderers (table, markdown, html,
+//! csv, json, answer) read the report.
+//!
 //! The baseline server id comes from `--baseline`, else from the
 //! `campaign.json` that `run` writes next to `cells/` (name, description,
 //! baseline, server and workload order).
@@ -16,6 +23,7 @@ pub mod charts;
 pub mod checks;
 pub mod compare;
 pub mod csv;
+pub mod data;
 pub mod html;
 pub mod json;
 pub mod markdown;

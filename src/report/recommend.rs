@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{concurrency_of, decode_by, family_of, kind_of, slo_text, status_text, Spread};
+use super::data::{concurrency_of, decode_by, family_of, kind_of, slo_text, status_text, Spread};
 use crate::failure::FailureClass;
 use crate::metrics::bootstrap::{bootstrap, median, SplitMix, BOOTSTRAP_RESAMPLES};
 use crate::metrics::goodput::meets;

@@ -115,6 +115,21 @@ pub fn kind_cells(k: &KindRow) -> Vec<String> {
     ]
 }
 
+/// A group's cells: its count, and the names when few.
+pub(super) fn cells_text(g: &super::data::ProblemGroup) -> String {
+    const SHOWN: usize = 4;
+    if g.count <= SHOWN {
+        g.cells.join(", ")
+    } else {
+        format!(
+            "{}: {}, … and {} more",
+            g.count,
+            g.cells[..SHOWN].join(", "),
+            g.count - SHOWN
+        )
+    }
+}
+
 /// The concurrency a ranked load reached, when measured: a pick names what happened.
 fn reached(r: &super::recommend::Ranked) -> String {
     r.in_flight
@@ -267,7 +282,7 @@ impl Exporter for TableExporter {
                         g.server_id.clone(),
                         g.status.as_str().to_string(),
                         g.class.map_or("-", |c| c.as_str()).to_string(),
-                        one_line(&super::html::cells_text(g), 60),
+                        one_line(&cells_text(g), 60),
                         one_line(&format!("{}: {}", g.cells[0], g.example), 100),
                     ]
                 })
