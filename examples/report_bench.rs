@@ -153,6 +153,7 @@ fn main() -> anyhow::Result<()> {
         searches: vec![],
         builds: vec![],
         gpu_hour_cost: None,
+        renamed: BTreeMap::new(),
     }
     .write(dir.path())?;
 

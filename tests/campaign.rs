@@ -1423,6 +1423,46 @@ warmup = 2
 }
 
 #[test]
+fn a_renamed_servers_reused_cells_show_under_its_new_id_in_every_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = steady_sim_campaign("ren", "1")
+        + r#"[[server]]
+id = "before"
+[[workload]]
+name = "w"
+input_len = 64
+output_len = 8
+concurrency = 1
+num_requests = 2
+"#;
+    let p = write_campaign(dir.path(), &text);
+    let (code, _, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    write_campaign(
+        dir.path(),
+        text.replace("id = \"before\"", "id = \"after\""),
+    );
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    // The cell is reused, not measured again, and shown under its new id.
+    assert!(err.contains("0 cells measured, 1 reused"), "{err}");
+    assert!(!out.contains("not measured"), "{out}");
+    assert!(out.contains("deploy `after`"), "{out}");
+    let root = dir.path().join("results/ren");
+    let (code, table, _) = run(&["report", root.to_str().unwrap(), "--table"]);
+    assert_eq!(code, 0);
+    for text in [
+        table,
+        std::fs::read_to_string(root.join("report.json")).unwrap(),
+        std::fs::read_to_string(root.join("report.md")).unwrap(),
+        std::fs::read_to_string(root.join("report.csv")).unwrap(),
+    ] {
+        assert!(text.contains("after"), "{text}");
+        assert!(!text.contains("before"), "{text}");
+    }
+}
+
+#[test]
 fn a_concurrency_that_never_happened_is_marked_under_loaded_and_never_recommended() {
     let dir = tempfile::tempdir().unwrap();
     // Eight requests cannot keep 32 users busy; a server that runs at most

@@ -314,6 +314,7 @@ pub fn fixture() -> ResultSet {
             searches: vec![],
             builds: vec![],
             gpu_hour_cost: Some(2.0),
+            renamed: BTreeMap::new(),
         }),
         cells,
         unreadable: vec![],

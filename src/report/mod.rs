@@ -71,7 +71,10 @@ pub fn load(dir: &Path) -> anyhow::Result<ResultSet> {
     }
     let meta = crate::store::meta::read(dir)?;
     let store = Store::new(dir);
-    let (cells, bad) = store.load_all();
+    let (mut cells, bad) = store.load_all();
+    if let Some(m) = &meta {
+        m.relabel(&mut cells);
+    }
     let not_measured = store.not_measured();
     Ok(ResultSet {
         dir_name: dir

@@ -57,7 +57,9 @@ pub fn current_cells(c: &Campaign, all: &[CellResult]) -> Vec<CellResult> {
 /// (what the report shows) with the campaign's description as this run
 /// writes it.
 pub fn load_results(c: &Campaign, store: &Store) -> ResultSet {
-    let (cells, bad) = store.load_all();
+    let (mut cells, bad) = store.load_all();
+    let meta = CampaignMeta::from_campaign(c);
+    meta.relabel(&mut cells);
     ResultSet {
         not_measured: store.not_measured(),
         dir_name: c
@@ -65,7 +67,7 @@ pub fn load_results(c: &Campaign, store: &Store) -> ResultSet {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
-        meta: Some(CampaignMeta::from_campaign(c)),
+        meta: Some(meta),
         cells,
         unreadable: bad
             .into_iter()

@@ -2,6 +2,7 @@
 //! the cells (name, description, baseline, declaration order, searches),
 //! written by `run` and read by `report`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -39,6 +40,11 @@ pub struct CampaignMeta {
     /// Dollars one GPU costs an hour (`[hardware] gpu_hour_cost`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_hour_cost: Option<f64>,
+    /// Server ids the campaign's cells are stored under that are no longer
+    /// servers, each with the id its server has now (a renamed server's
+    /// cells are reused, where they were stored): reports show the new one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub renamed: BTreeMap<String, String>,
 }
 
 impl CampaignMeta {
@@ -60,6 +66,17 @@ impl CampaignMeta {
             searches: c.searches.clone(),
             builds: c.builds.iter().map(|b| b.name.clone()).collect(),
             gpu_hour_cost: c.hardware.gpu_hour_cost,
+            renamed: renamed_servers(c, &super::Store::new(&c.results_dir)),
+        }
+    }
+
+    /// Give every cell stored under a renamed server's old id the id its
+    /// server has now.
+    pub fn relabel(&self, cells: &mut [super::CellResult]) {
+        for c in cells {
+            if let Some(now) = self.renamed.get(&c.server_id) {
+                c.server_id = now.clone();
+            }
         }
     }
 
@@ -71,6 +88,27 @@ impl CampaignMeta {
         crate::util::fsx::write_atomic(&p, &bytes)?;
         Ok(p)
     }
+}
+
+/// Old id → current id of each server whose cells `store` holds under an
+/// id the campaign no longer has: found by the identity of its current
+/// cells, which leaves the id out.
+fn renamed_servers(c: &Campaign, store: &super::Store) -> BTreeMap<String, String> {
+    let current: std::collections::HashSet<&str> =
+        c.servers.iter().map(|s| s.id.as_str()).collect();
+    let index = store.index();
+    let mut out = BTreeMap::new();
+    for s in &c.servers {
+        for w in &c.workloads {
+            let id = super::identity::cell_identity(c, s, w);
+            if let Some(stored) = index.by_identity.get(&id) {
+                if stored.server_id != s.id && !current.contains(stored.server_id.as_str()) {
+                    out.insert(stored.server_id.clone(), s.id.clone());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Read `campaign.json` from a results directory; `None` when it has none.
