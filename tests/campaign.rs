@@ -4,8 +4,8 @@
 //! `real::llamacpp_campaign`).
 
 use crate::common::{
-    campaign_head, cells, example, http_get, pids_with, run, sim_campaign, steady_sim_campaign,
-    wait_until, write_campaign,
+    assert_timeline, campaign_head, cells, example, http_get, pids_with, run, sim_campaign,
+    steady_sim_campaign, wait_until, write_campaign,
 };
 
 use std::collections::BTreeMap;
@@ -1323,22 +1323,9 @@ warmup = 2
     let cell = cells.values().next().expect("a cell");
     let tl = &cell["telemetry"]["timeline"];
     assert_eq!(tl["interval_ms"], 250, "{tl}");
-    let times: Vec<f64> = tl["t_s"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_f64().unwrap())
-        .collect();
-    let duration = cell["summary"]["duration_s"].as_f64().unwrap();
     // At least one sample per 250 ms of the measured part.
-    let inside = times
-        .iter()
-        .filter(|t| (0.0..=duration).contains(*t))
-        .count();
-    assert!(
-        inside as f64 >= (duration / 0.25).floor(),
-        "{inside} samples over {duration} s: {times:?}"
-    );
+    assert_timeline("tl", cell);
+    let n = tl["t_s"].as_array().unwrap().len();
     let column = |name: &str| -> Vec<f64> {
         tl[name]
             .as_array()
@@ -1347,7 +1334,6 @@ warmup = 2
             .filter_map(|v| v.as_f64())
             .collect()
     };
-    let n = times.len();
     for name in ["running", "waiting", "kv_usage", "power_w"] {
         assert_eq!(tl[name].as_array().unwrap().len(), n, "{name}");
     }
