@@ -329,9 +329,7 @@ impl CellSampler {
                             })
                         });
                         if let Some(Ok(mine)) = &gpu {
-                            let mine: &Vec<GpuSample> = mine;
-                            sample.gpu_power_w =
-                                mine.iter().filter_map(|s| s.power_w).reduce(|a, b| a + b);
+                            gpu_columns(&mut sample, mine);
                         }
                         record(&state, sample, gpu);
                     });
@@ -371,6 +369,22 @@ impl CellSampler {
             gpu_note: state.gpu_note,
         }
     }
+}
+
+/// The server's GPUs at one sample: power and memory summed, utilisation
+/// averaged, each over the GPUs that reported it.
+fn gpu_columns(sample: &mut Sample, mine: &[GpuSample]) {
+    let sum = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>());
+    let power: Vec<f64> = mine.iter().filter_map(|s| s.power_w).collect();
+    let memory: Vec<f64> = mine
+        .iter()
+        .filter_map(|s| s.memory_used_mib)
+        .map(|m| m as f64)
+        .collect();
+    let util: Vec<f64> = mine.iter().filter_map(|s| s.utilization_pct).collect();
+    sample.gpu_power_w = sum(&power);
+    sample.gpu_memory_mib = sum(&memory);
+    sample.gpu_util_pct = sum(&util).map(|t| t / util.len() as f64);
 }
 
 /// Keep a sample and what `nvidia-smi` said with it.
@@ -579,6 +593,30 @@ mod tests {
         assert!(after.is_ok());
         assert_eq!(note, None);
         assert_eq!(scrapes.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_sample_sums_power_and_memory_and_averages_utilisation_over_the_servers_gpus() {
+        // The last recorded block: the 3090 at 145.33 W, 1 MiB, 26 %; the
+        // A6000 at 297.69 W, 38742 MiB, 100 %.
+        let blocks = crate::telemetry::gpu::tests::recorded_power_blocks();
+        let gpus = parse_query_output(&blocks[3].1).unwrap();
+        let mut s = Sample::default();
+        gpu_columns(&mut s, &gpus);
+        assert!((s.gpu_power_w.unwrap() - 443.02).abs() < 1e-9);
+        assert_eq!(s.gpu_memory_mib, Some(38743.0));
+        assert_eq!(s.gpu_util_pct, Some(63.0));
+        // One GPU of the two is the server's: only its figures.
+        let mut one = Sample::default();
+        gpu_columns(&mut one, &gpus[..1]);
+        assert_eq!(
+            (one.gpu_power_w, one.gpu_memory_mib, one.gpu_util_pct),
+            (Some(145.33), Some(1.0), Some(26.0))
+        );
+        // Nothing reported: nothing, never zero.
+        let mut none = Sample::default();
+        gpu_columns(&mut none, &[]);
+        assert_eq!(none.gpu_power_w, None);
     }
 
     #[test]

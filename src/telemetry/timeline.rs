@@ -73,6 +73,10 @@ pub struct Sample {
     pub engine: EngineGauges,
     /// Power of the server's GPUs from `nvidia-smi`, W (summed).
     pub gpu_power_w: Option<f64>,
+    /// Memory used on the server's GPUs, MiB (summed).
+    pub gpu_memory_mib: Option<f64>,
+    /// Utilisation of the server's GPUs, % (their mean).
+    pub gpu_util_pct: Option<f64>,
 }
 
 /// A cell's samples, column by column.
@@ -107,6 +111,12 @@ pub struct Timeline {
     /// Power of the server's GPUs, W.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub power_w: Vec<Option<f64>>,
+    /// Memory used on the server's GPUs, MiB.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_memory_mib: Vec<Option<f64>>,
+    /// Utilisation of the server's GPUs, % (their mean).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_util_pct: Vec<Option<f64>>,
 }
 
 /// Raw samples while a cell runs, thinned as they grow.
@@ -188,6 +198,8 @@ impl Recorder {
                 None => Vec::new(),
             },
             power_w,
+            gpu_memory_mib: column(|x| x.gpu_memory_mib),
+            gpu_util_pct: column(|x| x.gpu_util_pct),
         }
     }
 }
@@ -242,6 +254,8 @@ mod tests {
                 ..EngineGauges::default()
             },
             gpu_power_w: power,
+            gpu_memory_mib: power.map(|_| 1024.0),
+            gpu_util_pct: None,
         }
     }
 
@@ -255,6 +269,7 @@ mod tests {
         assert_eq!(t.t_s, vec![0.0, 0.25, 0.5, 0.75]);
         assert_eq!(t.running, vec![Some(2.0); 4]);
         assert!(t.waiting.is_empty() && t.kv_usage.is_empty() && t.power_w.is_empty());
+        assert!(t.gpu_memory_mib.is_empty() && t.gpu_util_pct.is_empty());
         assert_eq!(t.power_source, None);
         assert_eq!(
             t.preemptions,
@@ -278,6 +293,8 @@ mod tests {
         assert_eq!(t.t_s[0], 0.0);
         assert!(*t.t_s.last().unwrap() > (MAX_SAMPLES * 5) as f64 * 0.25 * 0.9);
         assert_eq!(t.power_source.as_deref(), Some("nvidia-smi"));
+        assert_eq!(t.gpu_memory_mib.len(), t.t_s.len());
+        assert!(t.gpu_util_pct.is_empty());
     }
 
     #[test]
