@@ -8,6 +8,8 @@
 mod common;
 
 // Pure and simulator suites.
+/// Tool calls and schema-constrained answers, judged by value.
+mod agents;
 /// `goal = "answer"`: probes, what was left and why, the grid's answer.
 mod answer_first;
 /// Malformed and hostile campaign files refused with file, line and column.

@@ -11,6 +11,7 @@ pub mod pool;
 pub mod record;
 pub mod sse;
 pub mod tls;
+pub mod tool_calls;
 
 use std::time::{Duration, Instant};
 

@@ -33,13 +33,25 @@ impl Api {
 }
 
 /// One chat message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatMessage {
-    /// `system`, `user` or `assistant`.
+    /// `system`, `user`, `assistant` or `tool`.
     pub role: String,
-    /// The message text.
-    #[serde(default)]
+    /// The message text (a tool's result for `tool`).
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub content: String,
+    /// The calls an assistant message made:
+    /// `[{"id", "type": "function", "function": {"name", "arguments"}}]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<serde_json::Value>>,
+    /// The call a `tool` message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+/// A `null` content (an assistant message that only calls tools) read as empty.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A completions `prompt`: text, several texts, or token ids.
@@ -98,6 +110,12 @@ pub struct GenerateRequest {
     /// Streaming options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_options: Option<StreamOptions>,
+    /// Functions the model may call (chat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<std::sync::Arc<serde_json::Value>>,
+    /// The format the answer must follow (`json_schema`, `json_object`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<std::sync::Arc<serde_json::Value>>,
 }
 
 impl GenerateRequest {
@@ -105,6 +123,51 @@ impl GenerateRequest {
     pub fn output_limit(&self) -> Option<u64> {
         self.max_tokens.or(self.max_completion_tokens)
     }
+}
+
+/// The tools and response format of one request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Structured {
+    /// OpenAI function definitions (`[{"type": "function", "function": {…}}]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<std::sync::Arc<serde_json::Value>>,
+    /// `{"type": "json_schema", "json_schema": {…}}` or `{"type": "json_object"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<std::sync::Arc<serde_json::Value>>,
+}
+
+impl Structured {
+    /// Requests that offer `tools`.
+    pub fn tools(tools: std::sync::Arc<serde_json::Value>) -> Self {
+        Self {
+            tools: Some(tools),
+            response_format: None,
+        }
+    }
+
+    /// Requests whose answer must follow `schema`, named `name`.
+    pub fn schema(name: &str, schema: &serde_json::Value) -> Self {
+        Self {
+            tools: None,
+            response_format: Some(std::sync::Arc::new(response_format(name, schema))),
+        }
+    }
+
+    /// The schema of a `json_schema` response format, if that is what it is.
+    pub fn schema_value(&self) -> Option<&serde_json::Value> {
+        self.response_format
+            .as_deref()
+            .and_then(|f| f.pointer("/json_schema/schema"))
+    }
+}
+
+/// A `json_schema` response format: strict, as vLLM, SGLang and llama.cpp
+/// read it.
+pub fn response_format(name: &str, schema: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "type": "json_schema",
+        "json_schema": {"name": name, "schema": schema, "strict": true},
+    })
 }
 
 /// What to send, before it becomes a request body.
@@ -124,6 +187,22 @@ pub fn build_body(
     max_tokens: u64,
     ignore_eos: bool,
 ) -> Vec<u8> {
+    build_structured_body(api, model, prompt, max_tokens, ignore_eos, None)
+}
+
+/// [`build_body`] with tools or a response format. A structured request
+/// never forces its length: its answer ends where its grammar (or call)
+/// does, and an engine asked for more tokens than the grammar allows
+/// would have no token left to give.
+pub fn build_structured_body(
+    api: Api,
+    model: &str,
+    prompt: PromptBody,
+    max_tokens: u64,
+    ignore_eos: bool,
+    structured: Option<&Structured>,
+) -> Vec<u8> {
+    let ignore_eos = ignore_eos && structured.is_none();
     let (prompt, messages) = match (api, prompt) {
         (Api::Completions, PromptBody::Text(t)) => (Some(PromptInput::Text(t)), None),
         (Api::Completions, PromptBody::Messages(m)) => {
@@ -139,6 +218,7 @@ pub fn build_body(
             Some(vec![ChatMessage {
                 role: "user".into(),
                 content: t,
+                ..Default::default()
             }]),
         ),
         (Api::Chat, PromptBody::Messages(m)) => (None, Some(m)),
@@ -157,6 +237,8 @@ pub fn build_body(
             include_usage: true,
             continuous_usage_stats: true,
         }),
+        tools: structured.and_then(|s| s.tools.clone()),
+        response_format: structured.and_then(|s| s.response_format.clone()),
     };
     serde_json::to_vec(&req).expect("request DTO always serializes")
 }
@@ -217,6 +299,9 @@ struct Delta<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     reasoning: Option<Cow<'a, str>>,
+    /// Deltas of function calls, assembled by [`super::tool_calls::Assembler`].
+    #[serde(default)]
+    tool_calls: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -269,6 +354,8 @@ pub struct StreamState {
     answered: bool,
     /// The answer text, accumulated only when asked for.
     pub text: Option<String>,
+    /// The reply's function calls.
+    tools: super::tool_calls::Assembler,
 }
 
 impl StreamState {
@@ -317,10 +404,17 @@ impl StreamState {
             }
         }
         let non_empty = |s: &Option<Cow<str>>| s.as_deref().is_some_and(|s| !s.is_empty());
-        let answer = chunk
-            .choices
-            .iter()
-            .any(|c| non_empty(&c.text) || c.delta.as_ref().is_some_and(|d| non_empty(&d.content)));
+        let mut calls = false;
+        for d in chunk.choices.iter().filter_map(|c| c.delta.as_ref()) {
+            if let Some(t) = d.tool_calls.as_ref().filter(|t| !t.is_null()) {
+                calls |= self.tools.on_deltas(t);
+            }
+        }
+        // A function call is the answer of a reply that makes one.
+        let answer = calls
+            || chunk.choices.iter().any(|c| {
+                non_empty(&c.text) || c.delta.as_ref().is_some_and(|d| non_empty(&d.content))
+            });
         let has_content = answer
             || chunk.choices.iter().any(|c| {
                 c.delta
@@ -361,6 +455,9 @@ impl StreamState {
     /// Close the stream's accounting into the record's final outcome.
     pub fn finish(self, rec: &mut RequestRecord) -> Outcome {
         rec.text = self.text;
+        if !self.tools.is_empty() {
+            rec.tool_calls = Some(self.tools.finish());
+        }
         rec.draft_tokens = self.draft_n;
         rec.accepted_draft_tokens = self.draft_accepted;
         if let Some(u) = self.usage {
@@ -480,6 +577,61 @@ mod tests {
         assert_eq!(rec.reasoning_tokens, Some(2));
         assert!(!rec.reasoning_from_usage);
         assert_eq!(rec.cached_tokens, Some(48));
+    }
+
+    #[test]
+    fn tool_call_deltas_are_answer_content_and_assemble_into_the_record() {
+        let mut s = StreamState::new(true);
+        let first = br#"{"choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"calculator","arguments":""}}]}}],"usage":{"prompt_tokens":9,"completion_tokens":1}}"#;
+        let more = br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\": 1}"}}]}}],"usage":{"prompt_tokens":9,"completion_tokens":4}}"#;
+        let content = |tokens| ChunkInfo::Content {
+            tokens,
+            answer: true,
+        };
+        assert_eq!(s.on_event(first).unwrap(), content(1));
+        assert_eq!(s.on_event(more).unwrap(), content(3));
+        s.on_event(b"[DONE]").unwrap();
+        let mut rec = RequestRecord::new(0.0, 0.0);
+        rec.push_chunk(1.0, 1);
+        rec.push_chunk(2.0, 3);
+        assert_eq!(s.finish(&mut rec), Outcome::Ok);
+        let calls = rec.tool_calls.unwrap();
+        assert_eq!(calls.defects, Vec::<String>::new());
+        assert_eq!(calls.calls[0].arguments, "{\"a\": 1}");
+        assert_eq!(rec.text.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn structured_bodies_carry_tools_or_a_schema_and_never_force_their_length() {
+        let tools = Structured::tools(std::sync::Arc::new(serde_json::json!([
+            {"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}
+        ])));
+        let b = build_structured_body(
+            Api::Chat,
+            "m",
+            PromptBody::Text("hi".into()),
+            64,
+            true,
+            Some(&tools),
+        );
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["tools"][0]["function"]["name"], "calculator");
+        assert!(v.get("ignore_eos").is_none() && v.get("min_tokens").is_none());
+        let schema = Structured::schema("x", &serde_json::json!({"type": "object"}));
+        let b = build_structured_body(
+            Api::Chat,
+            "m",
+            PromptBody::Text("hi".into()),
+            64,
+            false,
+            Some(&schema),
+        );
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(
+            v["response_format"]["json_schema"]["schema"]["type"],
+            "object"
+        );
+        assert!(v.get("tools").is_none());
     }
 
     #[test]

@@ -96,6 +96,9 @@ pub struct RequestRecord {
     /// The answer's text, kept only when a later request needs it (multi-turn).
     #[serde(skip)]
     pub text: Option<String>,
+    /// The reply's function calls, until they are judged and answered.
+    #[serde(skip)]
+    pub tool_calls: Option<super::tool_calls::ToolCalls>,
     /// What is kept of a completed answer to judge it: its digest, and its
     /// text for the cell's sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,6 +170,7 @@ impl RequestRecord {
             retries: 0,
             index: None,
             text: None,
+            tool_calls: None,
             output: None,
             answer_check: None,
             answer_reason: None,

@@ -185,11 +185,19 @@ impl Executor for HttpExecutor {
             rec.text.take()
         };
         if rec.is_ok() {
+            let calls = rec.tool_calls.clone().unwrap_or_default();
             if let Some(check) = &req.check {
-                let verdict = check.judge(text.as_deref().unwrap_or(""));
+                let verdict = check.judge_reply(text.as_deref().unwrap_or(""), &calls);
                 rec.answer_check = Some(verdict.is_ok());
                 rec.answer_reason = verdict.err();
             }
+            // A call is part of what was answered: two servers calling
+            // different functions did not give the same answer.
+            let text = match (text, calls.is_empty()) {
+                (text, true) => text,
+                (Some(t), false) if !t.is_empty() => Some(format!("{t}\n{}", calls.text())),
+                (_, false) => Some(calls.text()),
+            };
             rec.output = text.map(OutputText::of);
         }
         rec.planned_input_tokens = req.planned_input_tokens;

@@ -6,9 +6,10 @@ use bytes::Bytes;
 use rand::Rng;
 
 use super::driver::{PreparedRequest, RequestSource, Work};
-use crate::client::openai::{build_body, Api, PromptBody};
+use crate::client::openai::{build_body, build_structured_body, Api, PromptBody};
 use crate::util::rng::seeded;
 use crate::workload::answer_check::AnswerCheck;
+use crate::workload::structured::Structured;
 
 const VOCAB: [&str; 32] = [
     "river", "stone", "copper", "lantern", "orbit", "meadow", "signal", "harbor", "velvet",
@@ -84,6 +85,8 @@ pub struct Prompt {
     pub label: Option<String>,
     /// The check its answer must pass, when it has one.
     pub check: Option<Arc<AnswerCheck>>,
+    /// Tools or a response format sent with it (chat).
+    pub structured: Option<Arc<Structured>>,
 }
 
 /// Produces the prompt of a request index.
@@ -125,13 +128,15 @@ impl PromptFnSource {
             planned,
             label,
             check,
+            structured,
         } = (self.prompt)(index)?;
-        let body = build_body(
+        let body = build_structured_body(
             self.api,
             &self.model,
             PromptBody::Text(text),
             self.output_tokens,
             self.ignore_eos,
+            structured.as_deref(),
         );
         Ok(PreparedRequest {
             body: Bytes::from(body),

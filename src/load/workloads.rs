@@ -18,13 +18,14 @@ use super::driver::{PreparedRequest, RequestSource, SessionWork, Work};
 use super::source::{Prompt, PromptFn, PromptFnSource, SyntheticSource};
 use crate::client::openai::{build_body, Api, ChatMessage, PromptBody};
 use crate::client::Endpoint;
-use crate::workload::answer_check::check_for;
+use crate::workload::answer_check::{kind_check, AnswerCheck, Expect};
 use crate::workload::dataset::{self, DatasetFormat, LengthFilter};
 use crate::workload::exact_len::BlockCache;
 use crate::workload::server_tokenizer::ServerTokenizer;
+use crate::workload::structured::{builtin_tools, Structured};
 use crate::workload::trace::{self, ReplaySettings, TraceFormat};
 use crate::workload::{
-    ApproxCounter, ExactPromptBuilder, ExactPromptSpec, HfTokenizer, PromptSampler,
+    ApproxCounter, ExactPromptBuilder, ExactPromptSpec, HfTokenizer, PromptKind, PromptSampler,
     PromptSelection, Scenario, TokenCounter,
 };
 
@@ -205,6 +206,7 @@ fn to_wire(messages: &[crate::workload::ChatMessage]) -> Vec<ChatMessage> {
         .map(|m| ChatMessage {
             role: m.role.to_string(),
             content: m.content.clone(),
+            ..Default::default()
         })
         .collect()
 }
@@ -238,6 +240,18 @@ impl RequestSource for DatasetSource {
         // Cycle through the sample when a level asks for more requests than it holds.
         let r = &self.requests[(index as usize) % self.requests.len()];
         Some(Work::Request(r.clone()))
+    }
+}
+
+/// What a prompt of `kind` sends beside its text: the built-in tools, or
+/// its check's schema as the response format.
+fn structured_of(kind: PromptKind, check: Option<&AnswerCheck>) -> Option<Arc<Structured>> {
+    match (kind, check.map(|c| &c.expect)) {
+        (PromptKind::ToolCall, _) => Some(Arc::new(Structured::tools(builtin_tools()))),
+        (PromptKind::JsonSchema, Some(Expect::Schema(s))) => {
+            Some(Arc::new(Structured::schema("extraction", &s.schema)))
+        }
+        _ => None,
     }
 }
 
@@ -276,14 +290,22 @@ pub async fn build_source(
             ))
         }
         Prompts::Kinds(selection) => {
+            if spec.api != Api::Chat && selection.kinds().iter().any(|k| k.is_structured()) {
+                return Err(format!(
+                    "prompt kinds {} send tools or a response format: they need the chat API (api = \"chat\")",
+                    PromptKind::structured().iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+                ));
+            }
             let mut sampler = PromptSampler::new(selection, spec.seed);
             let prompt: PromptFn = Box::new(move |_| {
                 let (kind, text) = sampler.next_prompt();
+                let check = kind_check(kind, text);
                 Ok(Prompt {
                     text: text.to_string(),
                     planned: None,
                     label: Some(kind.name().to_string()),
-                    check: check_for(text).map(|c| Arc::new(c.clone())),
+                    check: check.map(|c| Arc::new(c.clone())),
+                    structured: structured_of(kind, check),
                 })
             });
             info.counter = "none (natural prompt lengths)".into();
@@ -302,6 +324,7 @@ pub async fn build_source(
                     planned: None,
                     label: Some(c.kind.clone()),
                     check: Some(c.check.clone()),
+                    structured: None,
                 })
             });
             info.counter = "none (natural prompt lengths)".into();
@@ -410,6 +433,7 @@ pub async fn build_source(
                     planned: Some(planned),
                     label: Some(label.to_string()),
                     check: None,
+                    structured: None,
                 })
             });
             Ok((Box::new(prompt_source(spec, prompt).await?), info))

@@ -9,6 +9,7 @@
 
 pub mod model;
 pub mod prefix_cache;
+mod reply;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -139,6 +140,14 @@ pub struct SimConfig {
     /// right figure named as a discarded guess before a wrong final answer.
     #[arg(long)]
     pub plausible_wrong_answers: bool,
+    /// Fault: answers under a `json_schema` response format write their
+    /// numbers as strings: the right values, and the schema broken.
+    #[arg(long)]
+    pub break_schema: bool,
+    /// Fault: function calls come, in turn, without an id, with arguments
+    /// cut short, or with deltas that have no `index`.
+    #[arg(long)]
+    pub malformed_tool_calls: bool,
     /// A reasoning model: the first this many output tokens of every chat
     /// answer are thinking, streamed apart from the answer.
     #[arg(long, default_value_t = 0)]
@@ -669,8 +678,11 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
         return error_response(StatusCode::BAD_REQUEST, "BadRequestError", &msg);
     }
     let forced = req.ignore_eos || req.min_tokens.is_some_and(|m| m >= max_tokens);
-    let target = match s.cfg.eos_after {
-        Some(e) if !forced => e.clamp(1, max_tokens),
+    let reply = reply::reply_for(&req, &s.cfg, n);
+    let structured = req.tools.is_some() || req.response_format.is_some();
+    let target = match (reply.length(structured), s.cfg.eos_after) {
+        (Some(len), _) => len.clamp(1, max_tokens),
+        (None, Some(e)) if !forced => e.clamp(1, max_tokens),
         _ => max_tokens,
     };
     let truncate_at = (s.cfg.truncate_rate > 0.0 && rng.random::<f64>() < s.cfg.truncate_rate)
@@ -692,7 +704,7 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
         truncate_at,
         degenerate: s.cfg.degenerate_after.is_some_and(|limit| n > limit),
         text_seed: prompt_seed(&req),
-        reference: reference_words(&req, &s.cfg),
+        reply,
         cache_keys: match &assigned.replica().prefix_cache {
             Some(c) => c
                 .lock()
@@ -748,10 +760,10 @@ struct Generation {
     /// Where the answer's words start: a function of the prompt alone, so
     /// every server answers the same prompt with the same text.
     text_seed: u64,
-    /// The first words of the answer to a built-in checkable prompt: its
-    /// reference answer (spoiled under `--wrong-answers`), each with its
-    /// leading space, one per token.
-    reference: Vec<String>,
+    /// The answer to a built-in checkable prompt: its reference words
+    /// (each with its leading space, one per token) or a function call,
+    /// right or wrong as the faults say.
+    reply: reply::Reply,
     /// The prompt's prefix-cache block keys (with a prefix cache).
     cache_keys: Vec<u64>,
     /// Prompt tokens found in the prefix cache.
@@ -782,29 +794,6 @@ fn prompt_words(req: &GenerateRequest) -> Vec<&str> {
         }
         _ => Vec::new(),
     }
-}
-
-/// The words a checkable built-in prompt is answered with (none for other
-/// prompts): the prompt is the completion's text or the last chat message.
-fn reference_words(req: &GenerateRequest, cfg: &SimConfig) -> Vec<String> {
-    use crate::client::openai::PromptInput;
-    use crate::workload::answer_check::{check_for, spoil};
-    let prompt = match (&req.prompt, &req.messages) {
-        (Some(PromptInput::Text(t)), _) => t.as_str(),
-        (_, Some(m)) => m.last().map_or("", |m| m.content.as_str()),
-        _ => "",
-    };
-    let Some(check) = check_for(prompt) else {
-        return Vec::new();
-    };
-    let text = if cfg.wrong_answers {
-        spoil(&check.reference)
-    } else if cfg.plausible_wrong_answers {
-        check.plausible_wrong()
-    } else {
-        check.reference.to_string()
-    };
-    text.split(' ').map(|w| format!(" {w}")).collect()
 }
 
 /// A seed from the request's prompt (text, texts, tokens or messages).
@@ -973,7 +962,7 @@ impl Generation {
                 } else {
                     0
                 };
-                match self.reference.get(i as usize) {
+                match self.reply.words().get(i as usize) {
                     Some(w) if shift == 0 => w.as_str(),
                     _ => WORDS[((i + self.text_seed + shift) % WORDS.len() as u64) as usize],
                 }
@@ -999,7 +988,9 @@ impl Generation {
     }
 
     fn finish_reason(&self) -> &'static str {
-        if self.emitted >= self.max_tokens {
+        if self.reply.call().is_some() {
+            "tool_calls"
+        } else if self.emitted >= self.max_tokens {
             "length"
         } else {
             "stop"
@@ -1039,7 +1030,9 @@ impl Generation {
             ),
             Event::Tokens(k) => {
                 let first = self.emitted - k;
-                let choice = if self.chat {
+                let choice = if let Some(call) = self.reply.call().filter(|_| self.chat) {
+                    serde_json::json!({"index": 0, "delta": call.delta(first, k), "finish_reason": null})
+                } else if self.chat {
                     // Tokens before `reasoning_tokens` are thinking, in their
                     // own field; a chunk across the boundary carries both.
                     let cut = self.shared.cfg.reasoning_tokens.clamp(first, first + k);

@@ -109,10 +109,12 @@ mod tests {
             ChatMessage {
                 role: "system".into(),
                 content: "be brief".into(),
+                ..Default::default()
             },
             ChatMessage {
                 role: "user".into(),
                 content: "hi there you".into(),
+                ..Default::default()
             },
         ]);
         assert_eq!(

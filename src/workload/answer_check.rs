@@ -20,6 +20,16 @@
 //!   reference key (extra keys allowed). A number written as a string, or
 //!   the reverse, is compared by value.
 //!
+//! - **tool call** (tool-call): the reply calls the expected function
+//!   (any of its calls with that name) and its arguments, parsed as JSON,
+//!   hold the reference's values as JSON values above. A call the client
+//!   could not use (no id, no name, arguments that are not JSON, deltas
+//!   out of order) fails with what was wrong; so does a reply with no call.
+//! - **schema** (json-schema): the whole reply is one JSON value, valid
+//!   against the schema sent as its `response_format`, holding the
+//!   reference's values as JSON values above. A number written as a
+//!   string passes the values and fails the schema.
+//!
 //! Code and poems have no check: a program would have to be run and a poem
 //! has no right answer. An answer passes or fails as a whole, with a
 //! one-line reason when it fails (expected against found); a truncated
@@ -32,10 +42,12 @@
 //! spoiled, or plausible with wrong values).
 
 use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
 use super::prompts::PromptKind;
+use super::structured::{schema_of, ToolCalls};
 
 /// What a right answer contains.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +62,56 @@ pub enum Expect {
     ExactText,
     /// The answer matches this regular expression (the reference answer is its source).
     Pattern(Pattern),
+    /// The reply calls this function with arguments holding the values of
+    /// the reference answer, which is JSON.
+    ToolCall(Cow<'static, str>),
+    /// The reply is JSON valid against this schema, holding the values of
+    /// the reference answer, which is JSON.
+    Schema(SchemaCheck),
+}
+
+/// A compiled JSON schema, equal to another with the same schema.
+#[derive(Clone)]
+pub struct SchemaCheck {
+    /// The schema as sent in the request's `response_format`.
+    pub schema: Arc<Value>,
+    validator: Arc<jsonschema::Validator>,
+}
+
+impl SchemaCheck {
+    /// Compile `schema`, or say why it is not one.
+    pub fn new(schema: Value) -> Result<Self, String> {
+        let validator =
+            jsonschema::validator_for(&schema).map_err(|e| format!("not a JSON schema: {e}"))?;
+        Ok(Self {
+            schema: Arc::new(schema),
+            validator: Arc::new(validator),
+        })
+    }
+
+    /// `Ok` when `v` is valid, else its first error and where.
+    fn validate(&self, v: &Value) -> Result<(), String> {
+        match self.validator.iter_errors(v).next() {
+            None => Ok(()),
+            Some(e) => {
+                let at = e.instance_path.to_string();
+                let at = if at.is_empty() { "/".to_string() } else { at };
+                Err(format!("breaks its schema at {at}: {e}"))
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for SchemaCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SchemaCheck({})", self.schema)
+    }
+}
+
+impl PartialEq for SchemaCheck {
+    fn eq(&self, other: &Self) -> bool {
+        self.schema == other.schema
+    }
 }
 
 /// A compiled regular expression, equal to another with the same source.
@@ -79,12 +141,27 @@ impl AnswerCheck {
 
     /// `Ok` when `answer` passes, else why not in one line (expected against found).
     pub fn judge(&self, answer: &str) -> Result<(), String> {
+        self.judge_reply(answer, &ToolCalls::default())
+    }
+
+    /// [`Self::judge`] for a reply that may have called tools.
+    pub fn judge_reply(&self, answer: &str, calls: &ToolCalls) -> Result<(), String> {
         match &self.expect {
+            Expect::ToolCall(name) => judge_tool_call(name, &self.reference, answer, calls),
+            Expect::Schema(schema) => {
+                let got: Value = serde_json::from_str(answer.trim()).map_err(|e| {
+                    format!(
+                        "the answer is not one JSON value ({e}): {:?}",
+                        brief_text(answer.trim())
+                    )
+                })?;
+                schema.validate(&got)?;
+                compare_json(&reference_json(&self.reference)?, &got, "$")
+            }
             Expect::Numbers(want) => judge_numbers(answer, want),
             Expect::Clock(h, m) => judge_clock(answer, (*h, *m)),
             Expect::JsonValues => {
-                let want: Value = serde_json::from_str(&self.reference)
-                    .map_err(|e| format!("the reference is not JSON: {e}"))?;
+                let want = reference_json(&self.reference)?;
                 let got = answer_json(answer)?;
                 compare_json(&want, &got, "$")
             }
@@ -125,7 +202,7 @@ impl AnswerCheck {
                 "At first I got {h:02}:{m:02}, but that is wrong. The final answer is {:02}:{m:02}.",
                 (h + 1) % 24
             ),
-            Expect::JsonValues => match serde_json::from_str::<Value>(&self.reference) {
+            Expect::JsonValues | Expect::ToolCall(_) | Expect::Schema(_) => match serde_json::from_str::<Value>(&self.reference) {
                 Ok(v) => wrong_values(&v).to_string(),
                 Err(_) => format!("{{}} {}", self.reference),
             },
@@ -134,6 +211,48 @@ impl AnswerCheck {
             }
         }
     }
+}
+
+/// The reference answer of a JSON check, parsed.
+fn reference_json(reference: &str) -> Result<Value, String> {
+    serde_json::from_str(reference).map_err(|e| format!("the reference is not JSON: {e}"))
+}
+
+/// A tool-call check (see the module doc).
+fn judge_tool_call(
+    name: &str,
+    reference: &str,
+    answer: &str,
+    calls: &ToolCalls,
+) -> Result<(), String> {
+    if !calls.defects.is_empty() {
+        return Err(format!("malformed tool call: {}", calls.defects.join("; ")));
+    }
+    if calls.calls.is_empty() {
+        return Err(format!(
+            "expected a call of `{name}`, found no tool call (answer {:?})",
+            brief_text(answer.trim())
+        ));
+    }
+    let Some(call) = calls.calls.iter().find(|c| c.name.as_deref() == Some(name)) else {
+        let called: Vec<&str> = calls
+            .calls
+            .iter()
+            .filter_map(|c| c.name.as_deref())
+            .collect();
+        return Err(format!(
+            "expected a call of `{name}`, found a call of `{}`",
+            called.join("`, `")
+        ));
+    };
+    let got: Value = serde_json::from_str(&call.arguments).map_err(|e| {
+        format!(
+            "`{name}` arguments are not JSON ({e}): {:?}",
+            brief_text(&call.arguments)
+        )
+    })?;
+    compare_json(&reference_json(reference)?, &got, "arguments")
+        .map_err(|e| format!("`{name}` {e}"))
 }
 
 /// Phrases that introduce a final answer, lower case.
@@ -320,10 +439,21 @@ fn format_number(v: f64) -> String {
 
 /// The check of `prompt` when it is a built-in prompt with one.
 pub fn check_for(prompt: &str) -> Option<&'static AnswerCheck> {
-    PromptKind::all().iter().find_map(|k| {
-        let i = k.variants().iter().position(|v| *v == prompt)?;
-        checks_of(*k).get(i)
-    })
+    // Plain kinds first: JSON extraction and its schema twin share their
+    // prompts, and a plain request is judged by values.
+    PromptKind::all()
+        .iter()
+        .chain(PromptKind::structured())
+        .find_map(|k| {
+            let i = k.variants().iter().position(|v| *v == prompt)?;
+            checks_of(*k).get(i)
+        })
+}
+
+/// The check of `prompt` sent as a prompt of `kind`.
+pub fn kind_check(kind: PromptKind, prompt: &str) -> Option<&'static AnswerCheck> {
+    let i = kind.variants().iter().position(|v| *v == prompt)?;
+    checks_of(kind).get(i)
 }
 
 /// Whether answers to prompts of `kind` are checked.
@@ -337,9 +467,69 @@ fn checks_of(kind: PromptKind) -> &'static [AnswerCheck] {
     match kind {
         PromptKind::Arithmetic => ARITHMETIC,
         PromptKind::JsonExtraction => JSON_EXTRACTION,
+        PromptKind::ToolCall => TOOL_CALL,
+        PromptKind::JsonSchema => json_schema_checks(),
         PromptKind::Fibonacci | PromptKind::Quicksort | PromptKind::Haiku => &[],
     }
 }
+
+/// The JSON-extraction checks with each reference's derived schema
+/// ([`schema_of`]): what the `json-schema` kind sends and judges.
+fn json_schema_checks() -> &'static [AnswerCheck] {
+    static CHECKS: OnceLock<Vec<AnswerCheck>> = OnceLock::new();
+    CHECKS.get_or_init(|| {
+        JSON_EXTRACTION
+            .iter()
+            .map(|c| {
+                let reference: Value =
+                    serde_json::from_str(&c.reference).expect("built-in references are JSON");
+                AnswerCheck {
+                    expect: Expect::Schema(
+                        SchemaCheck::new(schema_of(&reference)).expect("derived schemas compile"),
+                    ),
+                    reference: c.reference.clone(),
+                }
+            })
+            .collect()
+    })
+}
+
+/// In the order of [`PromptKind::ToolCall`]'s variants: the function and
+/// its arguments.
+const TOOL_CALL: &[AnswerCheck] = &[
+    AnswerCheck {
+        expect: Expect::ToolCall(Cow::Borrowed("calculator")),
+        reference: Cow::Borrowed(r#"{"operation": "multiply", "a": 37, "b": 41}"#),
+    },
+    AnswerCheck {
+        expect: Expect::ToolCall(Cow::Borrowed("calculator")),
+        reference: Cow::Borrowed(r#"{"operation": "divide", "a": 1250, "b": 8}"#),
+    },
+    AnswerCheck {
+        expect: Expect::ToolCall(Cow::Borrowed("convert_units")),
+        reference: Cow::Borrowed(
+            r#"{"value": 26.2, "from_unit": "miles", "to_unit": "kilometres"}"#,
+        ),
+    },
+    AnswerCheck {
+        expect: Expect::ToolCall(Cow::Borrowed("calculator")),
+        reference: Cow::Borrowed(r#"{"operation": "power", "a": 2, "b": 20}"#),
+    },
+    AnswerCheck {
+        expect: Expect::ToolCall(Cow::Borrowed("calculator")),
+        reference: Cow::Borrowed(r#"{"operation": "subtract", "a": 9400, "b": 2785}"#),
+    },
+    AnswerCheck {
+        expect: Expect::ToolCall(Cow::Borrowed("convert_units")),
+        reference: Cow::Borrowed(
+            r#"{"value": 180, "from_unit": "celsius", "to_unit": "fahrenheit"}"#,
+        ),
+    },
+    AnswerCheck {
+        expect: Expect::ToolCall(Cow::Borrowed("calculator")),
+        reference: Cow::Borrowed(r#"{"operation": "add", "a": 318.75, "b": 44.5}"#),
+    },
+];
 
 /// The numbers written in `text`: digit runs with an optional decimal part,
 /// thousands separators (`158,762`) read as one number; a sign is ignored
@@ -818,6 +1008,76 @@ mod tests {
         assert!(is_checked(PromptKind::Arithmetic) && !is_checked(PromptKind::Haiku));
         assert_eq!(check_for(PromptKind::Haiku.variants()[0]), None);
         assert_eq!(check_for("What is 2 + 2?"), None);
+    }
+
+    #[test]
+    fn tool_calls_are_judged_by_function_and_argument_values() {
+        use crate::workload::structured::ToolCall;
+        let kind = PromptKind::ToolCall;
+        assert_eq!(checks_of(kind).len(), kind.variants().len());
+        let calls = |name: &str, arguments: &str| ToolCalls {
+            calls: vec![ToolCall {
+                id: Some("c1".into()),
+                name: Some(name.into()),
+                arguments: arguments.into(),
+            }],
+            defects: Vec::new(),
+        };
+        for (v, c) in kind.variants().iter().zip(checks_of(kind)) {
+            assert_eq!(kind_check(kind, v), Some(c));
+            let Expect::ToolCall(name) = &c.expect else {
+                panic!("{v}")
+            };
+            // Reordered keys and a number written as a string still hold the values.
+            assert_eq!(c.judge_reply("", &calls(name, &c.reference)), Ok(()));
+            let why = c
+                .judge_reply("", &calls(name, &c.plausible_wrong()))
+                .unwrap_err();
+            assert!(why.starts_with(&format!("`{name}` arguments.")), "{why}");
+            let why = c
+                .judge_reply("", &calls("other", &c.reference))
+                .unwrap_err();
+            assert!(why.contains("found a call of `other`"), "{why}");
+            let why = c.judge("I would call the calculator.").unwrap_err();
+            assert!(why.contains("found no tool call"), "{why}");
+            let why = c
+                .judge_reply("", &calls(name, &spoil(&c.reference)))
+                .unwrap_err();
+            assert!(why.contains("arguments are not JSON"), "{why}");
+        }
+        let c = &checks_of(kind)[0];
+        let mut defective = calls("calculator", &c.reference);
+        defective
+            .defects
+            .push("call 0 (`calculator`) has no id".into());
+        let why = c.judge_reply("", &defective).unwrap_err();
+        assert_eq!(why, "malformed tool call: call 0 (`calculator`) has no id");
+    }
+
+    #[test]
+    fn schema_answers_must_be_one_valid_json_value_holding_the_values() {
+        let kind = PromptKind::JsonSchema;
+        for (v, c) in kind.variants().iter().zip(checks_of(kind)) {
+            assert_eq!(kind_check(kind, v), Some(c));
+            assert_eq!(c.judge(&c.reference), Ok(()), "{v}");
+            // Prose around the JSON is not what a constrained answer is.
+            let why = c
+                .judge(&format!("Here it is: {}", c.reference))
+                .unwrap_err();
+            assert!(why.starts_with("the answer is not one JSON value"), "{why}");
+            let why = c.judge(&c.plausible_wrong()).unwrap_err();
+            assert!(why.contains("expected"), "{why}");
+        }
+        // The plain kind's check of the same prompt takes a number as a
+        // string; the schema does not.
+        let c = &checks_of(kind)[6];
+        let stringly = c.reference.replace("500", "\"500\"");
+        assert_eq!(
+            check_for(kind.variants()[6]).unwrap().judge(&stringly),
+            Ok(())
+        );
+        let why = c.judge(&stringly).unwrap_err();
+        assert!(why.starts_with("breaks its schema at /dose_mg"), "{why}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! - [`answer_check`]: the checks of the built-in prompts whose right answer is known.
 //! - [`dataset`]: ShareGPT JSON and JSONL prompt files, sampled and length-filtered.
 //! - [`session`]: multi-turn agentic scenarios (TOML files and built-ins).
+//! - [`structured`]: tools and response formats sent beside a prompt.
 //!
 //! Invariants shared by the submodules:
 //! - Everything is deterministic for a given seed, so a campaign can be re-run
@@ -25,6 +26,7 @@ pub mod prefix_reuse;
 pub mod prompts;
 pub mod server_tokenizer;
 pub mod session;
+pub mod structured;
 pub mod tokenize;
 pub mod trace;
 

@@ -31,6 +31,12 @@ pub enum PromptKind {
     JsonExtraction,
     /// Write a haiku.
     Haiku,
+    /// Call the calculator or unit-conversion tool with the right arguments
+    /// (sent with `tools`; chat API).
+    ToolCall,
+    /// The JSON-extraction prompts with their schema as `response_format`
+    /// (chat API): constrained decoding of the same prompts.
+    JsonSchema,
 }
 
 const ALL: [PromptKind; 5] = [
@@ -41,10 +47,25 @@ const ALL: [PromptKind; 5] = [
     PromptKind::Haiku,
 ];
 
+/// The kinds sent with tools or a response format: named on their own,
+/// never part of `all` (they need the chat API and end where their grammar
+/// does, so they do not force their output length).
+const STRUCTURED: [PromptKind; 2] = [PromptKind::ToolCall, PromptKind::JsonSchema];
+
 impl PromptKind {
-    /// Every kind, in a fixed order.
+    /// Every plain kind (what `all` selects), in a fixed order.
     pub fn all() -> &'static [PromptKind] {
         &ALL
+    }
+
+    /// The kinds sent with tools or a response format.
+    pub fn structured() -> &'static [PromptKind] {
+        &STRUCTURED
+    }
+
+    /// Whether requests of this kind carry tools or a response format.
+    pub fn is_structured(self) -> bool {
+        STRUCTURED.contains(&self)
     }
 
     /// The kebab-case name used in configs and reports.
@@ -55,6 +76,8 @@ impl PromptKind {
             PromptKind::Arithmetic => "arithmetic",
             PromptKind::JsonExtraction => "json-extraction",
             PromptKind::Haiku => "haiku",
+            PromptKind::ToolCall => "tool-call",
+            PromptKind::JsonSchema => "json-schema",
         }
     }
 
@@ -66,11 +89,19 @@ impl PromptKind {
             PromptKind::Arithmetic => ARITHMETIC,
             PromptKind::JsonExtraction => JSON_EXTRACTION,
             PromptKind::Haiku => HAIKU,
+            PromptKind::ToolCall => TOOL_CALL,
+            // The same prompts as JSON extraction: the pair shows what the
+            // schema costs.
+            PromptKind::JsonSchema => JSON_EXTRACTION,
         }
     }
 
     fn allowed() -> String {
-        ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+        ALL.iter()
+            .chain(&STRUCTURED)
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -85,6 +116,7 @@ impl FromStr for PromptKind {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         ALL.iter()
+            .chain(&STRUCTURED)
             .copied()
             .find(|k| k.name() == s.trim())
             .ok_or_else(|| WorkloadError::UnknownName {
@@ -286,6 +318,19 @@ const JSON_EXTRACTION: &[&str] = &[
     "Convert this medication note to JSON with keys drug, dose_mg, frequency_per_day, duration_days and with_food (boolean): \"Amoxicillin 500 mg three times daily for seven days, taken with meals.\" Reply with JSON only.",
 ];
 
+/// Each asks for one call of the calculator or unit-conversion tool of
+/// [`crate::workload::structured::builtin_tools`]; the expected calls are
+/// in `answer_check`, in the same order.
+const TOOL_CALL: &[&str] = &[
+    "A warehouse has 37 pallets with 41 boxes on each. Use the calculator tool to find how many boxes there are.",
+    "Use the calculator tool to work out 1,250 divided by 8.",
+    "A runner covered 26.2 miles. Convert that distance to kilometres with the unit conversion tool.",
+    "Use the calculator tool to compute 2 to the power of 20.",
+    "Our budget is 9,400 and we have spent 2,785 of it. Use the calculator tool to find what is left.",
+    "The oven is set to 180 degrees Celsius. Convert that to Fahrenheit with the unit conversion tool.",
+    "Use the calculator tool to add 318.75 and 44.5.",
+];
+
 const HAIKU: &[&str] = &[
     "Write a haiku about the first snow falling on a quiet city street.",
     "Write a haiku about a programmer debugging code late at night.",
@@ -302,7 +347,7 @@ mod tests {
 
     #[test]
     fn every_kind_has_at_least_five_distinct_variants() {
-        for &k in PromptKind::all() {
+        for &k in PromptKind::all().iter().chain(PromptKind::structured()) {
             let v = k.variants();
             assert!(v.len() >= 5, "{k}");
             let mut sorted = v.to_vec();
@@ -314,7 +359,7 @@ mod tests {
 
     #[test]
     fn kind_names_round_trip_through_fromstr_display_and_serde() {
-        for &k in PromptKind::all() {
+        for &k in PromptKind::all().iter().chain(PromptKind::structured()) {
             assert_eq!(k.name().parse::<PromptKind>().unwrap(), k);
             assert_eq!(k.to_string(), k.name());
             let json = serde_json::to_string(&k).unwrap();
@@ -327,7 +372,7 @@ mod tests {
     fn unknown_kind_lists_allowed_values() {
         let err = "fib".parse::<PromptKind>().unwrap_err().to_string();
         assert!(err.contains("`fib`"), "{err}");
-        for k in PromptKind::all() {
+        for k in PromptKind::all().iter().chain(PromptKind::structured()) {
             assert!(err.contains(k.name()), "{err}");
         }
     }
@@ -337,6 +382,14 @@ mod tests {
         assert_eq!(
             "all".parse::<PromptSelection>().unwrap().kinds(),
             PromptKind::all()
+        );
+        assert!(PromptKind::all().iter().all(|k| !k.is_structured()));
+        assert_eq!(
+            "json-extraction,json-schema"
+                .parse::<PromptSelection>()
+                .unwrap()
+                .kinds(),
+            [PromptKind::JsonExtraction, PromptKind::JsonSchema]
         );
         assert_eq!(
             "haiku".parse::<PromptSelection>().unwrap().kinds(),

@@ -86,6 +86,14 @@ pub enum PromptSource {
     },
 }
 
+impl PromptSource {
+    /// Whether its requests carry tools or a response format (they never
+    /// force their output length).
+    pub fn is_structured(&self) -> bool {
+        matches!(self, PromptSource::PromptKinds { kinds } if kinds.iter().any(|k| k.is_structured()))
+    }
+}
+
 /// One workload point: a cell's worth of load against one server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadPoint {
@@ -354,7 +362,7 @@ pub(super) fn expand_workloads(
                     num_requests: w.num_requests,
                     duration_s,
                     warmup: w.warmup.unwrap_or(0),
-                    ignore_eos: w.ignore_eos.unwrap_or(true),
+                    ignore_eos: w.ignore_eos.unwrap_or(!source.is_structured()),
                     shared_prefix: w.shared_prefix.unwrap_or(0),
                     slos: slos.clone(),
                     seed: repetition_seed(w.seed.unwrap_or(0), repetition),
@@ -611,6 +619,14 @@ fn prompt_source(
             let sel: PromptSelection = text
                 .parse()
                 .map_err(|e: crate::workload::WorkloadError| src.error(k, e.to_string()))?;
+            if sel.kinds().iter().any(|k| k.is_structured()) {
+                if w.api != Some(Api::Chat) {
+                    return Err(src.error(k, format!("workload `{name}`: prompt kinds tool-call and json-schema send tools or a response format; they need `api = \"chat\"`")));
+                }
+                if w.ignore_eos == Some(true) {
+                    return Err(src.error(k, format!("workload `{name}`: a tool call or a schema-constrained answer ends where its grammar does; remove `ignore_eos = true`")));
+                }
+            }
             PromptSource::PromptKinds {
                 kinds: sel.kinds().to_vec(),
             }

@@ -1,0 +1,122 @@
+//! Agent traffic: function calls and schema-constrained answers sent with
+//! `tools` and `response_format`, judged by value, on the simulator.
+
+use crate::common::{cells, example, run, write_campaign};
+
+/// The requests of `server`'s cell `cell`.
+fn requests(
+    cells: &std::collections::BTreeMap<String, serde_json::Value>,
+    server: &str,
+    cell: &str,
+) -> Vec<serde_json::Value> {
+    cells[&format!("{server}/{cell}")]["summary"]["requests"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no requests in {server}/{cell}"))
+        .clone()
+}
+
+/// The reasons `server`'s failed answers of `kind` give.
+fn reasons(reqs: &[serde_json::Value], kind: &str) -> Vec<String> {
+    reqs.iter()
+        .filter(|r| r["label"] == kind && r["answer_check"] == false)
+        .map(|r| r["answer_reason"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn wrong_arguments_a_broken_schema_and_malformed_calls_are_flagged_and_never_recommended() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_campaign(dir.path(), example("tool-calls.toml"));
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "the faulty servers fail the run\n{out}\n{err}");
+    let root = dir.path().join("results/tool-calls");
+    let cells = cells(&root);
+    let cell = "agent-kinds-out128-c2";
+    // The baseline's calls and schema answers all pass, and say what they called.
+    let base = requests(&cells, "baseline", cell);
+    assert_eq!(base.len(), 14);
+    for r in &base {
+        assert_eq!(r["answer_check"], true, "{r}");
+        // Structured requests are not forced to their length: they end with their grammar.
+        assert!(r["output_tokens"].as_u64().unwrap() < 128, "{r}");
+    }
+    let call = base.iter().find(|r| r["label"] == "tool-call").unwrap();
+    assert!(
+        call["output"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("[tool call "),
+        "{call}"
+    );
+    // Plausible, wrong arguments: the right function, a wrong value named by its path.
+    let wrong = requests(&cells, "wrong-args", cell);
+    let why = reasons(&wrong, "tool-call");
+    assert_eq!(why.len(), 7, "{why:?}");
+    assert!(
+        why.iter()
+            .all(|w| w.contains("arguments.") && w.contains("expected")),
+        "{why:?}"
+    );
+    // Numbers written as strings: the values hold, the schema does not.
+    let broken = requests(&cells, "broken-schema", cell);
+    assert!(reasons(&broken, "tool-call").is_empty());
+    let why = reasons(&broken, "json-schema");
+    // Two of the seven references (events, an address) hold no number.
+    assert_eq!(why.len(), 5, "{why:?}");
+    assert!(
+        why.iter().all(|w| w.starts_with("breaks its schema at /")),
+        "{why:?}"
+    );
+    // Calls an agent cannot use are recorded with what was wrong, and the
+    // stream itself is fine.
+    let bad = requests(&cells, "bad-calls", cell);
+    assert!(bad.iter().all(|r| r["status"] == "ok"), "{bad:?}");
+    let why = reasons(&bad, "tool-call").join(" | ");
+    for needle in ["has no id", "arguments are not JSON", "without an `index`"] {
+        assert!(why.contains(needle), "{needle}: {why}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    for (server, kind) in [
+        ("wrong-args", "tool-call"),
+        ("broken-schema", "json-schema"),
+        ("bad-calls", "tool-call"),
+    ] {
+        let answers = report["answers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["server_id"] == server)
+            .unwrap();
+        let k = answers["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["kind"] == kind)
+            .unwrap();
+        assert_eq!(k["flagged"], true, "{server}: {k}");
+    }
+    for pick in report["slo_picks"].as_array().unwrap() {
+        assert_eq!(pick["best"]["server_id"], "baseline", "{pick}");
+    }
+}
+
+#[test]
+fn structured_kinds_need_the_chat_api_and_refuse_a_forced_length() {
+    let dir = tempfile::tempdir().unwrap();
+    for (edit, needle) in [
+        (("api = \"chat\"\n", ""), "need `api = \"chat\"`"),
+        (
+            ("api = \"chat\"\n", "api = \"chat\"\nignore_eos = true\n"),
+            "remove `ignore_eos = true`",
+        ),
+    ] {
+        let text = example("tool-calls.toml").replace(edit.0, edit.1);
+        let p = write_campaign(dir.path(), text);
+        let (code, out, err) = run(&["plan", p.to_str().unwrap()]);
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert!(err.contains(needle), "{err}");
+        // The error points at the kinds, by line and column.
+        assert!(err.contains("campaign.toml:"), "{err}");
+    }
+}
