@@ -120,3 +120,101 @@ fn structured_kinds_need_the_chat_api_and_refuse_a_forced_length() {
         assert!(err.contains("campaign.toml:"), "{err}");
     }
 }
+
+/// A campaign of agent sessions on the simulator: `baseline` answers right,
+/// `wrong-args` calls with plausible, wrong arguments, `bad-calls` streams
+/// calls an agent cannot use.
+fn agent_sessions(scenario: &str, output_len: u64) -> String {
+    format!(
+        r#"[campaign]
+name = "agent-sessions"
+results_dir = "results"
+[model]
+path = "sim-model"
+[engine]
+kind = "sim"
+args = ["--decode-step-ms", "1", "--decode-step-per-seq-ms", "0", "--prefill-tok-s", "0"]
+[[server]]
+id = "baseline"
+[[server]]
+id = "wrong-args"
+args = ["--plausible-wrong-answers"]
+[[server]]
+id = "bad-calls"
+args = ["--malformed-tool-calls"]
+[[workload]]
+name = "agent"
+api = "chat"
+scenario = "{scenario}"
+output_len = {output_len}
+concurrency = 2
+num_requests = 6
+slo = ["ttft=5s"]
+[run]
+baseline = "baseline"
+"#
+    )
+}
+
+#[test]
+fn an_agent_session_calls_tools_gets_their_results_and_a_derailed_one_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_campaign(dir.path(), agent_sessions("calculator-agent", 64));
+    // A turn that asks for more than the workload's output_len is named before the run.
+    let (code, plan, err) = run(&["plan", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{plan}\n{err}");
+    assert!(
+        plan.contains("scenario `calculator-agent`: turn 2 asks 96, turn 4 asks 96, turn 6 asks 128 output tokens; the workload's output_len 64 caps every turn"),
+        "{plan}"
+    );
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "the derailing servers fail the run\n{out}\n{err}");
+    let root = dir.path().join("results/agent-sessions");
+    let cells = cells(&root);
+    let cell = "agent-sessions-out64-c2";
+    let level = |server: &str| cells[&format!("{server}/{cell}")]["summary"].clone();
+    // Every baseline session runs its six turns: three calls, each judged
+    // and answered, and three replies built on the tools' results.
+    let base = level("baseline");
+    assert_eq!(
+        base["sessions"],
+        serde_json::json!({"sessions": 6, "turns": 36, "derailed": 0})
+    );
+    let reqs = base["requests"].as_array().unwrap();
+    for r in reqs {
+        let turn = r["turn"].as_u64().unwrap();
+        assert_eq!(r["answer_check"].is_boolean(), turn % 2 == 0, "{r}");
+        assert_ne!(r["answer_check"], false, "{r}");
+    }
+    // A session whose first call has wrong arguments stops there, counted.
+    let wrong = level("wrong-args");
+    assert_eq!(
+        wrong["sessions"],
+        serde_json::json!({"sessions": 6, "turns": 6, "derailed": 6})
+    );
+    let why = reasons(wrong["requests"].as_array().unwrap(), "calculator-agent");
+    assert_eq!(why.len(), 6);
+    assert!(
+        why[0].starts_with("`calculator` arguments.") && why[0].contains("expected"),
+        "{why:?}"
+    );
+    let bad = level("bad-calls");
+    assert_eq!(bad["sessions"]["derailed"], 6, "{bad}");
+    let why = reasons(bad["requests"].as_array().unwrap(), "calculator-agent").join(" | ");
+    assert!(why.contains("malformed tool call"), "{why}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    for server in ["wrong-args", "bad-calls"] {
+        let answers = report["answers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["server_id"] == server)
+            .unwrap();
+        assert_eq!(answers["checks"][0]["kind"], "calculator-agent");
+        assert_eq!(answers["checks"][0]["flagged"], true, "{answers}");
+    }
+    for pick in report["slo_picks"].as_array().unwrap() {
+        assert_eq!(pick["best"]["server_id"], "baseline", "{pick}");
+    }
+}

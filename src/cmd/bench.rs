@@ -356,6 +356,8 @@ pub enum BenchEnd {
 pub async fn run(mut args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<BenchEnd> {
     vllm_dialect::apply(&mut args)?;
     let r = resolve(&args)?;
+    // Tool calls and constrained answers end where their grammar does.
+    args.ignore_eos &= !r.prompts.is_structured();
     let expected = args.expect.as_deref().map(read_expected).transpose()?;
     if let (Some(path), Some(old)) = (&args.expect, &expected) {
         let asked = expect::Asked {

@@ -20,7 +20,8 @@ use crate::client::record::{OutputText, RequestRecord};
 use crate::client::Endpoint;
 use crate::load::live::LiveView;
 use crate::workload::answer_check::AnswerCheck;
-use crate::workload::{messages_for_turn, ChatMessage, Scenario};
+use crate::workload::session::Conversation;
+use crate::workload::{ChatMessage, Scenario};
 
 /// One request ready to be sent.
 #[derive(Debug, Clone)]
@@ -102,49 +103,83 @@ async fn perform_work<E: Executor>(
 ) -> Vec<RequestRecord> {
     match work {
         Work::Request(req) => vec![executor.execute(req, epoch, scheduled).await],
-        Work::Session(s) => {
-            let mut records = Vec::with_capacity(s.scenario.turns.len());
-            let mut answers: Vec<String> = Vec::new();
-            for (t, turn) in s.scenario.turns.iter().enumerate() {
-                let Ok(messages) = messages_for_turn(&s.scenario, t, &answers) else {
-                    break;
-                };
-                // The workload's output length caps every turn (a turn may ask for less).
-                let output = turn
-                    .output_len
-                    .map(|n| (n as u64).min(s.output_tokens))
-                    .unwrap_or(s.output_tokens);
-                let req = PreparedRequest {
-                    body: (s.body)(&messages, output),
-                    planned_input_tokens: None,
-                    output_tokens: output,
-                    predicted_cached_tokens: None,
-                    label: Some(s.scenario.name.clone()),
-                    capture_text: true,
-                    check: None,
-                };
-                let due = if t == 0 {
-                    scheduled
-                } else {
-                    Instant::now().into_std()
-                };
-                let mut rec = executor.execute(req, epoch, due).await;
-                rec.session = Some(s.session);
-                rec.turn = Some(t as u32);
-                let ok = rec.is_ok();
-                answers.push(rec.text.take().unwrap_or_default());
-                records.push(rec);
-                if !ok {
-                    // Later turns would be built on a missing answer.
-                    break;
+        Work::Session(s) => run_session(executor, s, epoch, scheduled).await,
+    }
+}
+
+/// Drive a session as an agent does: each turn goes out with the whole
+/// conversation so far; a turn that expects a call is judged, and its
+/// tool's result goes back before the next turn. The session stops at a
+/// failed request or a derailed turn (see `workload::session`).
+async fn run_session<E: Executor>(
+    executor: &E,
+    s: SessionWork,
+    epoch: std::time::Instant,
+    scheduled: std::time::Instant,
+) -> Vec<RequestRecord> {
+    let mut records = Vec::with_capacity(s.scenario.turns.len());
+    let mut talk = Conversation::new(&s.scenario);
+    for (t, turn) in s.scenario.turns.iter().enumerate() {
+        // The workload's output length caps every turn (a turn may ask for less).
+        let output = turn
+            .output_len
+            .map(|n| (n as u64).min(s.output_tokens))
+            .unwrap_or(s.output_tokens);
+        let req = PreparedRequest {
+            body: (s.body)(talk.ask(turn), output),
+            planned_input_tokens: None,
+            output_tokens: output,
+            predicted_cached_tokens: None,
+            label: Some(s.scenario.name.clone()),
+            capture_text: true,
+            check: turn.tool_check().map(Arc::new),
+        };
+        let due = if t == 0 {
+            scheduled
+        } else {
+            Instant::now().into_std()
+        };
+        let mut rec = executor.execute(req, epoch, due).await;
+        rec.session = Some(s.session);
+        rec.turn = Some(t as u32);
+        let text = rec.text.take().unwrap_or_default();
+        let calls = rec.tool_calls.take().unwrap_or_default();
+        let go_on = rec.is_ok()
+            && match &turn.tool {
+                Some(step) if rec.answer_check == Some(true) => {
+                    talk.called(&text, &calls, step);
+                    true
                 }
-                if t + 1 < s.scenario.turns.len() {
-                    tokio::time::sleep(turn.think_time()).await;
+                // Derailed: the check says how.
+                Some(_) => false,
+                None if !calls.calls.is_empty() || !calls.defects.is_empty() => {
+                    let names: Vec<&str> = calls
+                        .calls
+                        .iter()
+                        .filter_map(|c| c.name.as_deref())
+                        .collect();
+                    rec.answer_check = Some(false);
+                    rec.answer_reason = Some(format!(
+                        "called `{}` where the scenario expects an answer in words",
+                        names.join("`, `")
+                    ));
+                    false
                 }
-            }
-            records
+                None => {
+                    talk.answered(&text);
+                    true
+                }
+            };
+        records.push(rec);
+        if !go_on {
+            // Later turns would be built on a missing or derailed answer.
+            break;
+        }
+        if t + 1 < s.scenario.turns.len() {
+            tokio::time::sleep(turn.think_time()).await;
         }
     }
+    records
 }
 
 /// Sends a prepared request and records what happened.

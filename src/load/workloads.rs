@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 use super::driver::{PreparedRequest, RequestSource, SessionWork, Work};
 use super::source::{Prompt, PromptFn, PromptFnSource, SyntheticSource};
-use crate::client::openai::{build_body, Api, ChatMessage, PromptBody};
+use crate::client::openai::{build_body, build_structured_body, Api, ChatMessage, PromptBody};
 use crate::client::Endpoint;
 use crate::workload::answer_check::{kind_check, AnswerCheck, Expect};
 use crate::workload::dataset::{self, DatasetFormat, LengthFilter};
@@ -66,6 +66,18 @@ pub enum Prompts {
     /// A production trace replayed on its own schedule, with its own
     /// lengths and prefix blocks (the load shape is `Replay`).
     Trace(Arc<TraceSpec>),
+}
+
+impl Prompts {
+    /// Whether its requests carry tools or a response format: their answers
+    /// end where their grammar or call does, so their length is never forced.
+    pub fn is_structured(&self) -> bool {
+        match self {
+            Prompts::Kinds(sel) => sel.kinds().iter().any(|k| k.is_structured()),
+            Prompts::Scenario(sc) => sc.tools.is_some(),
+            _ => false,
+        }
+    }
 }
 
 /// A trace and how to replay it.
@@ -206,7 +218,19 @@ fn to_wire(messages: &[crate::workload::ChatMessage]) -> Vec<ChatMessage> {
         .map(|m| ChatMessage {
             role: m.role.to_string(),
             content: m.content.clone(),
-            ..Default::default()
+            tool_calls: (!m.tool_calls.is_empty()).then(|| {
+                m.tool_calls
+                    .iter()
+                    .map(|c| {
+                        serde_json::json!({
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments},
+                        })
+                    })
+                    .collect()
+            }),
+            tool_call_id: m.tool_call_id.clone(),
         })
         .collect()
 }
@@ -269,13 +293,15 @@ pub async fn build_source(
                 );
             }
             let (model, ignore_eos) = (spec.model.clone(), spec.ignore_eos);
+            let tools = scenario.tools.clone().map(Structured::tools);
             let body: super::driver::SessionBodyFn = Arc::new(move |messages, output| {
-                Bytes::from(build_body(
+                Bytes::from(build_structured_body(
                     Api::Chat,
                     &model,
                     PromptBody::Messages(to_wire(messages)),
                     output,
                     ignore_eos,
+                    tools.as_ref(),
                 ))
             });
             info.counter = "server usage".into();

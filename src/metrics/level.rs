@@ -91,12 +91,52 @@ pub struct LevelSummary {
     /// over the completed requests of a replay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_reuse: Option<PredictedReuse>,
+    /// Multi-turn sessions, and those that derailed, for session workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<Sessions>,
     /// Reasons the completed requests' numbers are not believable (see
     /// `metrics::judge`); empty when they are.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suspicious: Vec<String>,
     /// Every measured request's raw record.
     pub requests: Vec<RequestRecord>,
+}
+
+/// A level's multi-turn sessions: how many ran and how many derailed (a
+/// turn's reply failed its check: the wrong tool, wrong arguments, a call
+/// an agent cannot use, no call, or a call where words were expected), so
+/// a derailed session is counted, not hidden among shorter ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sessions {
+    /// Sessions with at least one measured turn.
+    pub sessions: usize,
+    /// Turns sent, over all of them.
+    pub turns: usize,
+    /// Sessions stopped by a turn that failed its check.
+    pub derailed: usize,
+}
+
+impl Sessions {
+    /// Over the records of a level; `None` without session turns.
+    pub fn of(records: &[RequestRecord]) -> Option<Sessions> {
+        let mut all = std::collections::BTreeSet::new();
+        let mut derailed = std::collections::BTreeSet::new();
+        let mut turns = 0;
+        for r in records {
+            let Some(s) = r.session else { continue };
+            let unit = (r.index, s);
+            turns += 1;
+            all.insert(unit);
+            if r.answer_check == Some(false) {
+                derailed.insert(unit);
+            }
+        }
+        (!all.is_empty()).then_some(Sessions {
+            sessions: all.len(),
+            turns,
+            derailed: derailed.len(),
+        })
+    }
 }
 
 /// Prompt tokens the server took from its prefix cache, per level.
@@ -401,6 +441,7 @@ pub fn summarize(
         reasoning_tokens: sum_opt(|r| r.reasoning_tokens).filter(|n| *n > 0),
         prompt_cache: PromptCache::of(&records),
         predicted_reuse: PredictedReuse::of(&records, 1),
+        sessions: Sessions::of(&records),
         suspicious: Vec::new(),
         requests: records,
     }

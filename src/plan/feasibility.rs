@@ -218,6 +218,33 @@ pub fn unknowns(s: &ServerConfig) -> Vec<String> {
     ]
 }
 
+/// A session workload's turns that ask for more output than the
+/// workload's `output_len`, which caps them: said before the run, so a
+/// scenario's long turns are not cut short unseen.
+fn capped_turns(c: &Campaign, w: &WorkloadPoint) -> Option<String> {
+    let PromptSource::Scenario { name, .. } = &w.source else {
+        return None;
+    };
+    let long: Vec<String> = c
+        .scenarios
+        .get(name)?
+        .turns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let asked = t.output_len? as u64;
+            (asked > w.output_len).then(|| format!("turn {} asks {asked}", i + 1))
+        })
+        .collect();
+    (!long.is_empty()).then(|| {
+        format!(
+            "scenario `{name}`: {} output tokens; the workload's output_len {} caps every turn (raise it to send them whole)",
+            long.join(", "),
+            w.output_len
+        )
+    })
+}
+
 /// Verdict for one cell: a skip reason, and warnings.
 pub fn check(
     c: &Campaign,
@@ -244,6 +271,7 @@ pub fn check(
             ));
         }
     }
+    warnings.extend(capped_turns(c, w));
     if w.source == PromptSource::Synthetic && w.input_len < MIN_SYNTHETIC_TOKENS {
         return (
             Some(format!(

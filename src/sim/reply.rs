@@ -103,7 +103,9 @@ fn prompt_of(req: &GenerateRequest) -> &str {
 
 /// The reply to request number `n` (1-based).
 pub(super) fn reply_for(req: &GenerateRequest, cfg: &SimConfig, n: u64) -> Reply {
-    let Some(check) = check_for(prompt_of(req)) else {
+    let prompt = prompt_of(req);
+    let session_call = || crate::workload::session::builtin_tool_check(prompt);
+    let Some(check) = check_for(prompt).or_else(session_call) else {
         return Reply::Words(Vec::new());
     };
     match &check.expect {

@@ -39,7 +39,7 @@ use std::path::PathBuf;
 pub use dataset::{DatasetFormat, DatasetReport, DatasetRequest, DatasetSample, LengthFilter};
 pub use exact_len::{max_prompt_tokens, ExactPrompt, ExactPromptBuilder, ExactPromptSpec};
 pub use prompts::{PromptKind, PromptSampler, PromptSelection};
-pub use session::{messages_for_turn, ChatMessage, Role, Scenario, Turn};
+pub use session::{ChatMessage, Conversation, Role, Scenario, Turn};
 pub use tokenize::{ApproxCounter, HfTokenizer, TokenCounter};
 
 /// The first 16 hex digits of a file's SHA-256, read as a stream: the one

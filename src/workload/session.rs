@@ -7,39 +7,63 @@
 //!
 //! ```toml
 //! system = "You are a careful reviewer."   # optional
+//! tools = "builtin"       # optional: the built-in tools, or [[tools]] definitions
 //! [[turns]]
 //! user = "First request"
 //! output_len = 256        # optional: exact output tokens for this turn
 //! think_time_ms = 1500    # optional: pause before sending this turn
+//! tool = { name = "calculator", arguments = { operation = "add", a = 1, b = 2 }, result = "3" }
+//! [[turns]]               # no `user`: the model goes on after the tool's result
 //! ```
 //!
-//! or from the built-ins `calculator` and `etl-debug` (data files embedded in
-//! the binary). Invariants: a loaded scenario has at least one turn, every
-//! user text is non-blank and every `output_len` is at least 1; errors name
-//! the file and the line:column. [`messages_for_turn`] is a pure function of
-//! its arguments.
+//! or from the built-ins `calculator` and `etl-debug` (plain chat) and
+//! `calculator-agent` and `etl-agent` (driven as an agent drives them:
+//! data files embedded in the binary).
+//!
+//! A turn with a `tool` expects the reply to call that function with those
+//! arguments (judged by value, as answer checks judge JSON); the
+//! conversation then goes on with the reply's call and the tool's `result`
+//! as a `tool` message, as an agent's loop does. A reply that calls
+//! another function, with wrong arguments, with a call an agent cannot
+//! use, or no call at all derails the session: the turn's check fails with
+//! why, and the session stops there. So does a reply that calls a function
+//! where the turn expects words.
+//!
+//! Invariants: a loaded scenario has at least one turn, every user text is
+//! non-blank except a turn that follows a tool's result, every `output_len`
+//! is at least 1, every `tool` names one of the scenario's tools; errors
+//! name the file and the line:column. [`Conversation`] is a pure function
+//! of the turns and replies it is given.
 
 use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+use std::sync::{Arc, OnceLock};
+
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use toml::Spanned;
 
+use super::answer_check::{AnswerCheck, Expect};
+use super::structured::{ToolCall, ToolCalls};
 use super::WorkloadError;
 
 /// Names of the built-in scenarios.
-pub const BUILTIN_SCENARIOS: &[&str] = &["calculator", "etl-debug"];
+pub const BUILTIN_SCENARIOS: &[&str] =
+    &["calculator", "etl-debug", "calculator-agent", "etl-agent"];
 
 const CALCULATOR_TOML: &str = include_str!("data/calculator.toml");
 const ETL_DEBUG_TOML: &str = include_str!("data/etl_debug.toml");
+const CALCULATOR_AGENT_TOML: &str = include_str!("data/calculator_agent.toml");
+const ETL_AGENT_TOML: &str = include_str!("data/etl_agent.toml");
 /// The buggy ETL script the `etl-debug` scenario asks the assistant to fix.
 pub const ETL_DEBUG_SCRIPT: &str = include_str!("data/etl_debug.py");
 /// Where the ETL script is inserted into the `etl-debug` turns.
 const ETL_PLACEHOLDER: &str = "{{etl_script}}";
 
 /// A multi-turn conversation to replay against a server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
     /// The built-in name or the file stem.
     pub name: String,
@@ -47,17 +71,34 @@ pub struct Scenario {
     pub system: Option<String>,
     /// User turns in order; never empty.
     pub turns: Vec<Turn>,
+    /// Function definitions offered with every turn, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Arc<Value>>,
 }
 
 /// One user turn of a scenario.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Turn {
-    /// The user message.
+    /// The user message; empty for a turn that goes on after a tool's result.
     pub user: String,
     /// Exact output tokens to request for this turn (`None`: the campaign default).
     pub output_len: Option<usize>,
     /// Pause before sending this turn, in milliseconds (`None`: no pause).
     pub think_time_ms: Option<u64>,
+    /// The call the reply must make, and the tool's answer to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolStep>,
+}
+
+/// A function call a turn expects, and what the tool answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolStep {
+    /// The function.
+    pub name: String,
+    /// Its arguments, a JSON object judged by value.
+    pub arguments: Value,
+    /// The tool's answer, sent back as a `tool` message.
+    pub result: String,
 }
 
 impl Scenario {
@@ -75,6 +116,32 @@ impl Turn {
     pub fn think_time(&self) -> Duration {
         Duration::from_millis(self.think_time_ms.unwrap_or(0))
     }
+
+    /// The check of this turn's reply: the call it expects.
+    pub fn tool_check(&self) -> Option<AnswerCheck> {
+        self.tool.as_ref().map(|t| AnswerCheck {
+            expect: Expect::ToolCall(t.name.clone().into()),
+            reference: t.arguments.to_string().into(),
+        })
+    }
+}
+
+/// The check of a built-in scenario's turn whose user text is `user`, if it
+/// expects a call: what the simulator answers such a turn with.
+pub fn builtin_tool_check(user: &str) -> Option<&'static AnswerCheck> {
+    static CHECKS: OnceLock<Vec<(String, AnswerCheck)>> = OnceLock::new();
+    CHECKS
+        .get_or_init(|| {
+            BUILTIN_SCENARIOS
+                .iter()
+                .filter_map(|n| builtin(n).ok())
+                .flat_map(|s| s.turns)
+                .filter_map(|t| Some((t.user.clone(), t.tool_check()?)))
+                .collect()
+        })
+        .iter()
+        .find(|(u, _)| !u.is_empty() && u == user)
+        .map(|(_, c)| c)
 }
 
 /// Who wrote a chat message.
@@ -87,6 +154,8 @@ pub enum Role {
     User,
     /// The server's answers.
     Assistant,
+    /// A tool's answer to a call.
+    Tool,
 }
 
 impl fmt::Display for Role {
@@ -95,6 +164,7 @@ impl fmt::Display for Role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::Tool => "tool",
         })
     }
 }
@@ -106,6 +176,12 @@ pub struct ChatMessage {
     pub role: Role,
     /// The text.
     pub content: String,
+    /// The calls an assistant message made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a tool message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl ChatMessage {
@@ -113,47 +189,66 @@ impl ChatMessage {
         Self {
             role,
             content: content.to_string(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
         }
     }
 }
 
-/// The messages to send for turn `turn_index` (0-based): system prompt, then
-/// each earlier user turn followed by the server's real answer to it, then
-/// this turn's user message.
-///
-/// `previous_answers` must hold exactly the answers to turns `0..turn_index`.
-pub fn messages_for_turn(
-    scenario: &Scenario,
-    turn_index: usize,
-    previous_answers: &[String],
-) -> Result<Vec<ChatMessage>, WorkloadError> {
-    if turn_index >= scenario.turns.len() {
-        return Err(WorkloadError::InvalidArgument(format!(
-            "scenario `{}` has {} turns; there is no turn {turn_index}",
-            scenario.name,
-            scenario.turns.len()
-        )));
+/// A session's conversation so far: the system prompt, then each turn's
+/// user text (if any), the server's real reply, and a tool's answer where
+/// the reply called one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    messages: Vec<ChatMessage>,
+}
+
+impl Conversation {
+    /// The conversation before the first turn.
+    pub fn new(scenario: &Scenario) -> Self {
+        Self {
+            messages: scenario
+                .system
+                .iter()
+                .map(|s| ChatMessage::new(Role::System, s))
+                .collect(),
+        }
     }
-    if previous_answers.len() != turn_index {
-        return Err(WorkloadError::InvalidArgument(format!(
-            "turn {turn_index} of scenario `{}` needs the {turn_index} earlier answers, got {}",
-            scenario.name,
-            previous_answers.len()
-        )));
+
+    /// The messages to send for `turn`: the conversation with its user
+    /// text (a turn after a tool's answer may have none).
+    pub fn ask(&mut self, turn: &Turn) -> &[ChatMessage] {
+        if !turn.user.is_empty() {
+            self.messages.push(ChatMessage::new(Role::User, &turn.user));
+        }
+        &self.messages
     }
-    let mut out = Vec::with_capacity(2 * turn_index + 2);
-    if let Some(system) = &scenario.system {
-        out.push(ChatMessage::new(Role::System, system));
+
+    /// The reply was words.
+    pub fn answered(&mut self, text: &str) {
+        self.messages.push(ChatMessage::new(Role::Assistant, text));
     }
-    for (turn, answer) in scenario.turns.iter().zip(previous_answers) {
-        out.push(ChatMessage::new(Role::User, &turn.user));
-        out.push(ChatMessage::new(Role::Assistant, answer));
+
+    /// The reply called tools; `step`'s result answers the call named as
+    /// it expects (the others get an empty answer, so every call has one).
+    pub fn called(&mut self, text: &str, calls: &ToolCalls, step: &ToolStep) {
+        let mut reply = ChatMessage::new(Role::Assistant, text);
+        reply.tool_calls = calls.calls.clone();
+        self.messages.push(reply);
+        let mut answered = false;
+        for c in &calls.calls {
+            let right = !answered && c.name.as_deref() == Some(step.name.as_str());
+            answered |= right;
+            let mut m = ChatMessage::new(Role::Tool, if right { &step.result } else { "" });
+            m.tool_call_id = c.id.clone();
+            self.messages.push(m);
+        }
     }
-    out.push(ChatMessage::new(
-        Role::User,
-        &scenario.turns[turn_index].user,
-    ));
-    Ok(out)
+
+    /// The messages so far.
+    pub fn messages(&self) -> &[ChatMessage] {
+        &self.messages
+    }
 }
 
 /// A built-in scenario by name (see [`BUILTIN_SCENARIOS`]).
@@ -164,6 +259,20 @@ pub fn builtin(name: &str) -> Result<Scenario, WorkloadError> {
             let mut s = parse_scenario(ETL_DEBUG_TOML, "built-in scenario etl-debug", name)?;
             for turn in &mut s.turns {
                 turn.user = turn.user.replace(ETL_PLACEHOLDER, ETL_DEBUG_SCRIPT);
+            }
+            Ok(s)
+        }
+        "calculator-agent" => parse_scenario(
+            CALCULATOR_AGENT_TOML,
+            "built-in scenario calculator-agent",
+            name,
+        ),
+        "etl-agent" => {
+            let mut s = parse_scenario(ETL_AGENT_TOML, "built-in scenario etl-agent", name)?;
+            for turn in &mut s.turns {
+                if let Some(t) = &mut turn.tool {
+                    t.result = t.result.replace(ETL_PLACEHOLDER, ETL_DEBUG_SCRIPT);
+                }
             }
             Ok(s)
         }
@@ -207,15 +316,35 @@ pub fn resolve(name_or_path: &str) -> Result<Scenario, WorkloadError> {
 #[serde(deny_unknown_fields)]
 struct RawScenario {
     system: Option<String>,
+    tools: Option<Spanned<toml::Value>>,
     turns: Spanned<Vec<Spanned<RawTurn>>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTurn {
-    user: Spanned<String>,
+    user: Option<Spanned<String>>,
     output_len: Option<Spanned<u64>>,
     think_time_ms: Option<u64>,
+    tool: Option<Spanned<RawTool>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    name: String,
+    arguments: toml::Table,
+    result: String,
+}
+
+/// A scenario's `tools`: `"builtin"` or a list of function definitions.
+fn scenario_tools(raw: &toml::Value) -> Result<Arc<Value>, String> {
+    if raw.as_str() == Some("builtin") {
+        return Ok(super::structured::builtin_tools());
+    }
+    let tools = serde_json::to_value(raw).map_err(|e| e.to_string())?;
+    super::structured::check_tools(&tools)?;
+    Ok(Arc::new(tools))
 }
 
 /// Parses scenario TOML; `origin` names the file in errors.
@@ -236,15 +365,39 @@ pub fn parse_scenario(text: &str, origin: &str, name: &str) -> Result<Scenario, 
             "a scenario needs at least one [[turns]] entry".to_string(),
         ));
     }
-    let mut turns = Vec::with_capacity(raw.turns.get_ref().len());
+    let tools = match &raw.tools {
+        Some(t) => Some(scenario_tools(t.get_ref()).map_err(|e| error(Some(t.span()), e))?),
+        None => None,
+    };
+    let names: Vec<String> = tools
+        .as_deref()
+        .map(|t| {
+            super::structured::tool_names(t)
+                .into_iter()
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut turns: Vec<Turn> = Vec::with_capacity(raw.turns.get_ref().len());
     for (i, turn) in raw.turns.into_inner().into_iter().enumerate() {
-        let turn = turn.into_inner();
-        if turn.user.get_ref().trim().is_empty() {
-            return Err(error(
-                Some(turn.user.span()),
-                format!("turn {} has an empty `user` text", i + 1),
-            ));
-        }
+        let (span, turn) = (turn.span(), turn.into_inner());
+        let after_tool = turns.last().is_some_and(|t| t.tool.is_some());
+        let user = match &turn.user {
+            Some(u) if u.get_ref().trim().is_empty() => {
+                return Err(error(
+                    Some(u.span()),
+                    format!("turn {} has an empty `user` text", i + 1),
+                ))
+            }
+            Some(u) => u.get_ref().clone(),
+            None if after_tool => String::new(),
+            None => {
+                return Err(error(
+                    Some(span),
+                    format!("turn {} needs a `user` text (only a turn after a tool's result may go without)", i + 1),
+                ))
+            }
+        };
         let output_len = match turn.output_len {
             Some(n) if *n.get_ref() == 0 => {
                 return Err(error(
@@ -260,16 +413,45 @@ pub fn parse_scenario(text: &str, origin: &str, name: &str) -> Result<Scenario, 
             })?),
             None => None,
         };
+        let tool = match turn.tool {
+            None => None,
+            Some(t) => {
+                let (span, t) = (t.span(), t.into_inner());
+                if !names.contains(&t.name) {
+                    let offered = if names.is_empty() {
+                        "the scenario offers no `tools`".to_string()
+                    } else {
+                        format!("the scenario's tools are {}", names.join(", "))
+                    };
+                    return Err(error(
+                        Some(span),
+                        format!(
+                            "turn {}: tool `{}` is not offered; {offered}",
+                            i + 1,
+                            t.name
+                        ),
+                    ));
+                }
+                Some(ToolStep {
+                    name: t.name,
+                    arguments: serde_json::to_value(&t.arguments)
+                        .map_err(|e| error(Some(span.clone()), e.to_string()))?,
+                    result: t.result,
+                })
+            }
+        };
         turns.push(Turn {
-            user: turn.user.into_inner(),
+            user,
             output_len,
             think_time_ms: turn.think_time_ms,
+            tool,
         });
     }
     Ok(Scenario {
         name: name.to_string(),
         system: raw.system,
         turns,
+        tools,
     })
 }
 
@@ -286,8 +468,14 @@ fn line_col(text: &str, offset: usize) -> String {
 mod tests {
     use super::*;
 
-    fn answers(n: usize) -> Vec<String> {
-        (0..n).map(|i| format!("answer {i}")).collect()
+    /// The messages of turn `t` when every earlier reply was "answer i".
+    fn messages_for(s: &Scenario, t: usize) -> Vec<ChatMessage> {
+        let mut talk = Conversation::new(s);
+        for (i, turn) in s.turns.iter().enumerate().take(t) {
+            talk.ask(turn);
+            talk.answered(&format!("answer {i}"));
+        }
+        talk.ask(&s.turns[t]).to_vec()
     }
 
     #[test]
@@ -305,10 +493,9 @@ mod tests {
             assert!(s.turns.iter().all(|t| t.output_len.is_some()));
         }
         let err = builtin("nope").unwrap_err().to_string();
-        assert!(
-            err.contains("calculator") && err.contains("etl-debug"),
-            "{err}"
-        );
+        for name in BUILTIN_SCENARIOS {
+            assert!(err.contains(name), "{err}");
+        }
     }
 
     #[test]
@@ -330,12 +517,12 @@ mod tests {
     #[test]
     fn messages_include_real_previous_answers_in_order() {
         let s = builtin("calculator").unwrap();
-        let first = messages_for_turn(&s, 0, &[]).unwrap();
+        let first = messages_for(&s, 0);
         assert_eq!(first.len(), 2);
         assert_eq!(first[0].role, Role::System);
         assert_eq!(first[1].content, s.turns[0].user);
 
-        let third = messages_for_turn(&s, 2, &answers(2)).unwrap();
+        let third = messages_for(&s, 2);
         let roles: Vec<Role> = third.iter().map(|m| m.role).collect();
         assert_eq!(
             roles,
@@ -358,11 +545,81 @@ mod tests {
     }
 
     #[test]
-    fn messages_reject_bad_turn_or_answer_count() {
-        let s = builtin("calculator").unwrap();
-        assert!(messages_for_turn(&s, 5, &answers(5)).is_err());
-        assert!(messages_for_turn(&s, 2, &answers(1)).is_err());
-        assert!(messages_for_turn(&s, 2, &answers(3)).is_err());
+    fn an_agent_session_answers_each_call_with_its_tools_result_and_goes_on() {
+        let s = builtin("calculator-agent").unwrap();
+        assert!(s.tools.is_some());
+        let step = s.turns[0].tool.clone().unwrap();
+        assert_eq!(step.name, "calculator");
+        assert!(s.turns[1].user.is_empty() && s.turns[1].tool.is_none());
+        let mut talk = Conversation::new(&s);
+        talk.ask(&s.turns[0]);
+        let calls = ToolCalls {
+            calls: vec![ToolCall {
+                id: Some("c7".into()),
+                name: Some("calculator".into()),
+                arguments: step.arguments.to_string(),
+            }],
+            defects: Vec::new(),
+        };
+        talk.called("", &calls, &step);
+        let next = talk.ask(&s.turns[1]).to_vec();
+        let roles: Vec<Role> = next.iter().map(|m| m.role).collect();
+        // No user text after the tool's answer: the model goes on from it.
+        assert_eq!(
+            roles,
+            [Role::System, Role::User, Role::Assistant, Role::Tool]
+        );
+        assert_eq!(next[2].tool_calls, calls.calls);
+        assert_eq!(next[3].tool_call_id.as_deref(), Some("c7"));
+        assert_eq!(next[3].content, "1517");
+        // The simulator knows what the built-in turns expect.
+        let check = builtin_tool_check(&s.turns[0].user).unwrap();
+        assert_eq!(check.judge_reply("", &calls), Ok(()));
+        let etl = builtin("etl-agent").unwrap();
+        let read = etl.turns[0].tool.as_ref().unwrap();
+        assert_eq!(read.result, ETL_DEBUG_SCRIPT);
+        assert!(builtin_tool_check(&etl.turns[2].user).is_some());
+        assert!(builtin_tool_check("").is_none());
+    }
+
+    #[test]
+    fn tool_turns_are_checked_against_the_scenarios_tools() {
+        let ok = "tools = \"builtin\"\n[[turns]]\nuser = \"a\"\ntool = { name = \"calculator\", arguments = { operation = \"add\", a = 1, b = 2 }, result = \"3\" }\n[[turns]]\n";
+        let s = parse_scenario(ok, "t.toml", "t").unwrap();
+        assert_eq!(s.turns[0].tool.as_ref().unwrap().arguments["b"], 2);
+        let cases = [
+            (
+                "[[turns]]\nuser = \"a\"\ntool = { name = \"calculator\", arguments = {}, result = \"\" }\n",
+                "line 3, column 8",
+                "offers no `tools`",
+            ),
+            (
+                "tools = \"builtin\"\n[[turns]]\nuser = \"a\"\ntool = { name = \"rm\", arguments = {}, result = \"\" }\n",
+                "line 4",
+                "calculator, convert_units",
+            ),
+            ("[[turns]]\noutput_len = 3\n", "line 1", "needs a `user` text"),
+            (
+                "tools = [{ type = \"function\", function = {} }]\n[[turns]]\nuser = \"a\"\n",
+                "line 1, column 9",
+                "name",
+            ),
+        ];
+        for (text, location, needle) in cases {
+            let msg = parse_scenario(text, "t.toml", "t").unwrap_err().to_string();
+            assert!(msg.contains(location), "{text:?}: {msg}");
+            assert!(msg.contains(needle), "{text:?}: {msg}");
+        }
+    }
+
+    #[test]
+    fn a_plain_scenario_keeps_its_digest() {
+        // A scenario without tools serializes as it did before tools existed.
+        let s = parse_scenario("[[turns]]\nuser = \"hi\"\n", "x.toml", "x").unwrap();
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            r#"{"name":"x","system":null,"turns":[{"user":"hi","output_len":null,"think_time_ms":null}]}"#
+        );
     }
 
     #[test]
@@ -370,7 +627,7 @@ mod tests {
         let s = parse_scenario("[[turns]]\nuser = \"hi\"\n", "x.toml", "x").unwrap();
         assert_eq!(s.system, None);
         assert_eq!(s.turns[0].think_time(), Duration::ZERO);
-        let m = messages_for_turn(&s, 0, &[]).unwrap();
+        let m = messages_for(&s, 0);
         assert_eq!(m, [ChatMessage::new(Role::User, "hi")]);
     }
 

@@ -340,6 +340,13 @@ pub(super) fn expand_workloads(
         }
         let slos = slos_of(w, src)?;
         let (source, read) = prompt_source(w, src, &name)?;
+        // Tools or a response format: answers end where their grammar or
+        // call does, so their length is never forced.
+        let structured = source.is_structured()
+            || matches!(&read, Some(Read::Scenario(sc)) if sc.tools.is_some());
+        if structured && w.ignore_eos == Some(true) {
+            return Err(src.error(&w.name, format!("workload `{name}`: its requests offer tools or a response format, and a tool call or a constrained answer ends where its grammar does; remove `ignore_eos = true`")));
+        }
         match (&source, read) {
             (PromptSource::Scenario { name, .. }, Some(Read::Scenario(sc))) => {
                 scenarios.insert(name.clone(), Arc::new(sc));
@@ -362,7 +369,7 @@ pub(super) fn expand_workloads(
                     num_requests: w.num_requests,
                     duration_s,
                     warmup: w.warmup.unwrap_or(0),
-                    ignore_eos: w.ignore_eos.unwrap_or(!source.is_structured()),
+                    ignore_eos: w.ignore_eos.unwrap_or(!structured),
                     shared_prefix: w.shared_prefix.unwrap_or(0),
                     slos: slos.clone(),
                     seed: repetition_seed(w.seed.unwrap_or(0), repetition),
@@ -619,13 +626,8 @@ fn prompt_source(
             let sel: PromptSelection = text
                 .parse()
                 .map_err(|e: crate::workload::WorkloadError| src.error(k, e.to_string()))?;
-            if sel.kinds().iter().any(|k| k.is_structured()) {
-                if w.api != Some(Api::Chat) {
-                    return Err(src.error(k, format!("workload `{name}`: prompt kinds tool-call and json-schema send tools or a response format; they need `api = \"chat\"`")));
-                }
-                if w.ignore_eos == Some(true) {
-                    return Err(src.error(k, format!("workload `{name}`: a tool call or a schema-constrained answer ends where its grammar does; remove `ignore_eos = true`")));
-                }
+            if sel.kinds().iter().any(|k| k.is_structured()) && w.api != Some(Api::Chat) {
+                return Err(src.error(k, format!("workload `{name}`: prompt kinds tool-call and json-schema send tools or a response format; they need `api = \"chat\"`")));
             }
             PromptSource::PromptKinds {
                 kinds: sel.kinds().to_vec(),
