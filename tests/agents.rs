@@ -218,3 +218,108 @@ fn an_agent_session_calls_tools_gets_their_results_and_a_derailed_one_is_counted
         assert_eq!(pick["best"]["server_id"], "baseline", "{pick}");
     }
 }
+
+#[test]
+fn the_report_sets_the_schemas_decode_cost_beside_the_same_prompts_unconstrained() {
+    // The simulator's grammar adds 2 ms to each 2 ms decode step of a
+    // constrained request: the schema kind decodes at half the speed of the
+    // same prompts without it, in the same cells.
+    let dir = tempfile::tempdir().unwrap();
+    let text = example("tool-calls.toml")
+        .replace(
+            "prompt_kinds = [\"tool-call\", \"json-schema\"]",
+            "prompt_kinds = [\"json-extraction\", \"json-schema\"]",
+        )
+        .replace(
+            "args = [\"--decode-step-ms\", \"2\",",
+            "args = [\"--grammar-step-ms\", \"2\", \"--decode-step-ms\", \"2\",",
+        )
+        .replace(
+            "[[server]]\nid = \"wrong-args\"\nargs = [\"--plausible-wrong-answers\"]\n",
+            "",
+        )
+        .replace(
+            "[[server]]\nid = \"broken-schema\"\nargs = [\"--break-schema\"]\n",
+            "",
+        )
+        .replace(
+            "[[server]]\nid = \"bad-calls\"\nargs = [\"--malformed-tool-calls\"]\n",
+            "",
+        );
+    assert!(text.contains("--grammar-step-ms") && !text.contains("id = \"bad-calls\""));
+    let p = write_campaign(dir.path(), text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let root = dir.path().join("results/tool-calls");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let kinds = report["kinds"].as_array().unwrap();
+    let row = |kind: &str| kinds.iter().find(|k| k["kind"] == kind).unwrap().clone();
+    let (schema, plain) = (row("json-schema"), row("json-extraction"));
+    let unconstrained = schema["unconstrained_tok_s_p50"].as_f64().unwrap();
+    assert_eq!(unconstrained, plain["decode_tok_s_p50"].as_f64().unwrap());
+    assert!(plain.get("unconstrained_tok_s_p50").is_none(), "{plain}");
+    let change = schema["decode_tok_s_p50"].as_f64().unwrap() / unconstrained - 1.0;
+    assert!((-0.6..-0.4).contains(&change), "{change}: {schema}");
+    let md = std::fs::read_to_string(root.join("report.md")).unwrap();
+    assert!(md.contains("vs unconstrained"), "{md}");
+    assert!(md.contains("% (unconstrained "), "{md}");
+}
+
+#[test]
+fn a_checks_file_brings_its_own_tool_calls_and_schemas() {
+    use servebench::workload::PromptKind;
+    let dir = tempfile::tempdir().unwrap();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"drug": {"type": "string"}, "dose_mg": {"type": "number"}},
+        "required": ["drug", "dose_mg"]
+    });
+    let lines = [
+        serde_json::json!({"prompt": PromptKind::ToolCall.variants()[3], "check": "tool", "tools": "builtin",
+            "expected": {"name": "calculator", "arguments": {"operation": "power", "a": 2, "b": 20}}, "kind": "calls"}),
+        serde_json::json!({"prompt": PromptKind::JsonExtraction.variants()[6], "check": "schema", "schema": schema,
+            "expected": {"drug": "amoxicillin", "dose_mg": 500}, "kind": "forms"}),
+    ];
+    let file: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.path().join("mine.jsonl"), file).unwrap();
+    let text = example("tool-calls.toml").replace(
+        "prompt_kinds = [\"tool-call\", \"json-schema\"]",
+        "checks = \"mine.jsonl\"",
+    );
+    let p = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    let cells = cells(&dir.path().join("results/tool-calls"));
+    let cell = "agent-checks-out128-c2";
+    for r in requests(&cells, "baseline", cell) {
+        assert_eq!(r["answer_check"], true, "{r}");
+    }
+    let wrong = requests(&cells, "wrong-args", cell);
+    assert_eq!(reasons(&wrong, "calls").len(), 7, "{wrong:?}");
+    let broken = requests(&cells, "broken-schema", cell);
+    let why = reasons(&broken, "forms");
+    assert_eq!(why.len(), 7, "{why:?}");
+    assert!(
+        why[0].starts_with("breaks its schema at /dose_mg"),
+        "{why:?}"
+    );
+    assert!(reasons(&broken, "calls").is_empty());
+    // A line whose expected values break its own schema is refused, by line.
+    let bad = serde_json::json!({"prompt": "x", "check": "schema", "schema": {"type": "object", "properties": {"n": {"type": "number"}}},
+        "expected": {"n": "seven"}});
+    let unknown = serde_json::json!({"prompt": "x", "check": "tool", "tools": "builtin",
+        "expected": {"name": "rm", "arguments": {}}});
+    for (line, needle) in [
+        (bad, "`expected` does not satisfy `schema`"),
+        (unknown, "tool `rm` is not among the `tools`"),
+    ] {
+        std::fs::write(dir.path().join("mine.jsonl"), format!("{line}\n")).unwrap();
+        let (code, out, err) = run(&["plan", p.to_str().unwrap()]);
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert!(
+            err.contains("mine.jsonl: line 1") && err.contains(needle),
+            "{err}"
+        );
+    }
+}

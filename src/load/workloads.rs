@@ -75,6 +75,7 @@ impl Prompts {
         match self {
             Prompts::Kinds(sel) => sel.kinds().iter().any(|k| k.is_structured()),
             Prompts::Scenario(sc) => sc.tools.is_some(),
+            Prompts::Checks { checks, .. } => checks.iter().any(|c| c.structured.is_some()),
             _ => false,
         }
     }
@@ -337,7 +338,13 @@ pub async fn build_source(
             info.counter = "none (natural prompt lengths)".into();
             Ok((Box::new(prompt_source(spec, prompt).await?), info))
         }
-        Prompts::Checks { checks, .. } => {
+        Prompts::Checks { checks, path } => {
+            if spec.api != Api::Chat && checks.iter().any(|c| c.structured.is_some()) {
+                return Err(format!(
+                    "{}: `tool` and `schema` checks send tools or a response format: they need the chat API (api = \"chat\")",
+                    path.display()
+                ));
+            }
             let checks = checks.clone();
             // Every check once per pass, in an order drawn from the seed.
             let mut order: Vec<usize> = (0..checks.len()).collect();
@@ -350,7 +357,7 @@ pub async fn build_source(
                     planned: None,
                     label: Some(c.kind.clone()),
                     check: Some(c.check.clone()),
-                    structured: None,
+                    structured: c.structured.clone(),
                 })
             });
             info.counter = "none (natural prompt lengths)".into();

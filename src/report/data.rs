@@ -324,6 +324,21 @@ pub struct KindRow {
     pub decode_tok_s_p50: f64,
     /// Ratio of `decode_tok_s_p50` over the baseline's for the same kind.
     pub speedup_decode: Option<f64>,
+    /// For a kind sent with a response format: `decode_tok_s_p50` of its
+    /// unconstrained twin (the same prompts without the schema) on the same
+    /// server at the same workload point, so the two sit side by side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconstrained_tok_s_p50: Option<f64>,
+}
+
+impl KindRow {
+    /// What the constraint costs in decode speed, as a change against the
+    /// unconstrained twin (−0.12: 12 % slower).
+    pub fn constrained_change(&self) -> Option<f64> {
+        self.unconstrained_tok_s_p50
+            .filter(|u| *u > 0.0)
+            .map(|u| self.decode_tok_s_p50 / u - 1.0)
+    }
 }
 
 /// One (server, concurrency) point of the per-GPU trade-off.

@@ -749,6 +749,21 @@ fn kind_rows(cells: &[&CellResult], baseline: Option<&str>) -> Vec<KindRow> {
                     .filter(|x| **x > 0.0)
                     .map(|x| m / x)
             });
+            let twin =
+                k.1.parse::<crate::workload::PromptKind>()
+                    .ok()
+                    .and_then(|kind| kind.unconstrained_twin());
+            let unconstrained = twin.and_then(|t| {
+                medians
+                    .get(&(
+                        k.0.clone(),
+                        t.name().to_string(),
+                        k.2,
+                        k.4.clone(),
+                        k.6.clone(),
+                    ))
+                    .copied()
+            });
             KindRow {
                 server_id: k.6.clone(),
                 workload: k.0.clone(),
@@ -758,6 +773,7 @@ fn kind_rows(cells: &[&CellResult], baseline: Option<&str>) -> Vec<KindRow> {
                 requests: v.len(),
                 decode_tok_s_p50: m,
                 speedup_decode: speedup,
+                unconstrained_tok_s_p50: unconstrained,
             }
         })
         .collect()

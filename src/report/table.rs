@@ -88,7 +88,7 @@ pub fn point_cells(p: &PointRow) -> Vec<String> {
 }
 
 /// Column headers of the per-prompt-kind table (Markdown and HTML).
-pub const KIND_HEADER: [&str; 8] = [
+pub const KIND_HEADER: [&str; 9] = [
     "server",
     "workload",
     "kind",
@@ -97,6 +97,7 @@ pub const KIND_HEADER: [&str; 8] = [
     "requests",
     "decode tok/s p50",
     "speedup decode",
+    "vs unconstrained",
 ];
 
 /// One prompt kind as table cells (Markdown and HTML).
@@ -112,6 +113,10 @@ pub fn kind_cells(k: &KindRow) -> Vec<String> {
         k.speedup_decode
             .map(|s| format!("{s:.2}x"))
             .unwrap_or_else(|| "-".into()),
+        match (k.constrained_change(), k.unconstrained_tok_s_p50) {
+            (Some(c), Some(u)) => format!("{:+.1} % (unconstrained {u:.1})", 100.0 * c),
+            _ => "-".into(),
+        },
     ]
 }
 

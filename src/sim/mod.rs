@@ -59,6 +59,10 @@ pub struct SimConfig {
         env = "SERVEBENCH_SIM_DECODE_STEP_PER_SEQ_MS"
     )]
     pub decode_step_per_seq_ms: f64,
+    /// Extra time of each decode step of a request with a response format
+    /// or tools, ms: the per-token mask a grammar backend computes.
+    #[arg(long, default_value_t = 0.0)]
+    pub grammar_step_ms: f64,
     /// KV cache capacity in tokens; requests wait for room (prompt + output).
     #[arg(long, default_value_t = 262_144)]
     pub kv_capacity_tokens: u64,
@@ -211,6 +215,7 @@ impl SimConfig {
             ("ttft-overhead-ms", self.ttft_overhead_ms),
             ("decode-step-ms", self.decode_step_ms),
             ("decode-step-per-seq-ms", self.decode_step_per_seq_ms),
+            ("grammar-step-ms", self.grammar_step_ms),
             ("spec-step-factor", self.spec_step_factor),
             ("idle-power-w", self.idle_power_w),
             ("peak-power-w", self.peak_power_w),
@@ -689,6 +694,11 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
         .then_some((target / 2).max(1));
     let opts = req.stream_options.unwrap_or_default();
     let assigned = s.assign();
+    let grammar_ms = if structured {
+        s.cfg.grammar_step_ms
+    } else {
+        0.0
+    };
     let gen = Generation {
         shared: s.clone(),
         id: n,
@@ -705,6 +715,7 @@ async fn generate(s: Arc<Shared>, body: Bytes, chat: bool) -> Response {
         degenerate: s.cfg.degenerate_after.is_some_and(|limit| n > limit),
         text_seed: prompt_seed(&req),
         reply,
+        grammar_ms,
         cache_keys: match &assigned.replica().prefix_cache {
             Some(c) => c
                 .lock()
@@ -764,6 +775,8 @@ struct Generation {
     /// (each with its leading space, one per token) or a function call,
     /// right or wrong as the faults say.
     reply: reply::Reply,
+    /// Extra time per decode step for a constrained request, ms.
+    grammar_ms: f64,
     /// The prompt's prefix-cache block keys (with a prefix cache).
     cache_keys: Vec<u64>,
     /// Prompt tokens found in the prefix cache.
@@ -832,7 +845,8 @@ impl Generation {
                     self.stage = Stage::Decode;
                     self.emitted = 1;
                     let running = self.assigned.replica().running.load(Ordering::Relaxed);
-                    self.next_at = Instant::now() + ms(model::step_ms(&self.shared.cfg, running));
+                    self.next_at = Instant::now()
+                        + ms(model::step_ms(&self.shared.cfg, running) + self.grammar_ms);
                     return Some(Ok(Event::Tokens(1)));
                 }
                 Stage::Decode => {
@@ -870,7 +884,7 @@ impl Generation {
                     let k = k.min(self.target - self.emitted);
                     self.emitted += k;
                     let running = self.assigned.replica().running.load(Ordering::Relaxed);
-                    self.next_at += ms(model::step_ms(cfg, running));
+                    self.next_at += ms(model::step_ms(cfg, running) + self.grammar_ms);
                     return Some(Ok(Event::Tokens(k)));
                 }
                 Stage::Tail => {

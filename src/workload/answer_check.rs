@@ -743,6 +743,8 @@ pub struct UserCheck {
     pub kind: String,
     /// Its check.
     pub check: std::sync::Arc<AnswerCheck>,
+    /// The tools or schema sent with it (`tool` and `schema` checks).
+    pub structured: Option<Arc<super::structured::Structured>>,
 }
 
 /// A line of a checks file as written.
@@ -756,6 +758,10 @@ struct CheckLine {
     tolerance: Option<f64>,
     #[serde(default)]
     kind: Option<String>,
+    #[serde(default)]
+    tools: Option<Value>,
+    #[serde(default)]
+    schema: Option<Value>,
 }
 
 /// Most checks one file may hold: a bound on memory and on the work.
@@ -765,9 +771,12 @@ pub const MAX_USER_CHECKS: usize = 100_000;
 /// line, `check` one of `number` (`expected` a number or a list of them,
 /// judged as a final answer within `tolerance`, default 0), `text` (the
 /// trimmed answer is `expected` exactly), `json` (the answer's JSON holds
-/// `expected`'s values) and `regex` (the answer matches `expected`), with
-/// an optional `kind` label; blank lines skipped. An error names the file
-/// and line.
+/// `expected`'s values), `regex` (the answer matches `expected`), `tool`
+/// (`expected` is `{"name", "arguments"}`, sent with `tools`: a list of
+/// function definitions or `"builtin"`) and `schema` (sent with `schema`
+/// as the response format; `expected` holds the values and must satisfy
+/// it), with an optional `kind` label; blank lines skipped. An error names
+/// the file and line.
 pub fn load_user_checks(path: &std::path::Path) -> Result<Vec<UserCheck>, super::WorkloadError> {
     use std::io::BufRead;
     let name = path.display().to_string();
@@ -796,11 +805,12 @@ pub fn load_user_checks(path: &std::path::Path) -> Result<Vec<UserCheck>, super:
                 format!("not a check (prompt, check, expected, optional tolerance and kind): {e}"),
             )
         })?;
-        let check = user_check(&l).map_err(|e| error(n, e))?;
+        let (check, structured) = user_check(&l).map_err(|e| error(n, e))?;
         out.push(UserCheck {
             prompt: l.prompt,
             kind: l.kind.unwrap_or_else(|| "checks".into()),
             check: std::sync::Arc::new(check),
+            structured: structured.map(Arc::new),
         });
     }
     if out.is_empty() {
@@ -809,8 +819,76 @@ pub fn load_user_checks(path: &std::path::Path) -> Result<Vec<UserCheck>, super:
     Ok(out)
 }
 
-/// The check a line declares, or why it declares none.
-fn user_check(l: &CheckLine) -> Result<AnswerCheck, String> {
+/// The check a line declares with what is sent beside its prompt, or why
+/// it declares none.
+fn user_check(
+    l: &CheckLine,
+) -> Result<(AnswerCheck, Option<super::structured::Structured>), String> {
+    match (l.check.as_str(), &l.tools, &l.schema) {
+        ("tool", _, None) => return tool_check(l).map(|(c, s)| (c, Some(s))),
+        ("schema", None, Some(schema)) => {
+            let check = SchemaCheck::new(schema.clone())?;
+            check
+                .validate(&l.expected)
+                .map_err(|e| format!("`expected` does not satisfy `schema`: it {e}"))?;
+            let sent = super::structured::Structured::schema("checks", schema);
+            let c = AnswerCheck {
+                expect: Expect::Schema(check),
+                reference: Cow::Owned(l.expected.to_string()),
+            };
+            return Ok((c, Some(sent)));
+        }
+        ("schema", _, None) => return Err("a `schema` check needs a `schema`".into()),
+        (_, Some(_), _) => return Err("`tools` go with a `tool` check".into()),
+        (_, _, Some(_)) => return Err("`schema` goes with a `schema` check".into()),
+        _ => {}
+    }
+    plain_check(l).map(|c| (c, None))
+}
+
+/// A `tool` check: `expected` is `{"name", "arguments"}`, `tools` the
+/// definitions offered (`"builtin"` for the built-in ones).
+fn tool_check(l: &CheckLine) -> Result<(AnswerCheck, super::structured::Structured), String> {
+    use super::structured::{builtin_tools, check_tools, tool_names, Structured};
+    let tools = match &l.tools {
+        Some(Value::String(s)) if s == "builtin" => builtin_tools(),
+        Some(t) => {
+            check_tools(t)?;
+            Arc::new(t.clone())
+        }
+        None => {
+            return Err(
+                "a `tool` check needs `tools` (a list of function definitions, or \"builtin\")"
+                    .into(),
+            )
+        }
+    };
+    let name = l
+        .expected
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or("a `tool` check expects {\"name\": …, \"arguments\": {…}}")?;
+    let arguments = l
+        .expected
+        .get("arguments")
+        .filter(|a| a.is_object())
+        .ok_or("a `tool` check expects its `arguments` as an object")?;
+    let names = tool_names(&tools);
+    if !names.contains(&name) {
+        return Err(format!(
+            "tool `{name}` is not among the `tools` ({})",
+            names.join(", ")
+        ));
+    }
+    let c = AnswerCheck {
+        expect: Expect::ToolCall(Cow::Owned(name.to_string())),
+        reference: Cow::Owned(arguments.to_string()),
+    };
+    Ok((c, Structured::tools(tools)))
+}
+
+/// A check of the answer's text (number, text, json, regex).
+fn plain_check(l: &CheckLine) -> Result<AnswerCheck, String> {
     let tolerance = l.tolerance.unwrap_or(0.0);
     if !(tolerance.is_finite() && tolerance >= 0.0) {
         return Err(format!("tolerance must be zero or more, got {tolerance}"));
@@ -864,7 +942,7 @@ fn user_check(l: &CheckLine) -> Result<AnswerCheck, String> {
         }
         other => {
             return Err(format!(
-                "check `{other}` is not one of number, text, json, regex"
+                "check `{other}` is not one of number, text, json, regex, tool, schema"
             ))
         }
     })

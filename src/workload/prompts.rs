@@ -63,6 +63,15 @@ impl PromptKind {
         &STRUCTURED
     }
 
+    /// The kind that sends the same prompts without a constraint: what a
+    /// structured kind's decode speed is compared with.
+    pub fn unconstrained_twin(self) -> Option<PromptKind> {
+        match self {
+            PromptKind::JsonSchema => Some(PromptKind::JsonExtraction),
+            _ => None,
+        }
+    }
+
     /// Whether requests of this kind carry tools or a response format.
     pub fn is_structured(self) -> bool {
         STRUCTURED.contains(&self)

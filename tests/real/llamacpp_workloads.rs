@@ -202,3 +202,107 @@ async fn real_llamacpp_replays_a_trace_slice_with_every_prompt_as_long_as_the_sc
         p.hit_rate
     );
 }
+
+/// llama.cpp with `--jinja` and a ChatML template that renders tools (the
+/// test model's own template has none, so llama.cpp would drop them).
+fn start_llama_with_tools() -> crate::common::LlamaServer {
+    let template = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/llamacpp/chatml-tools.jinja"
+    );
+    start_llama(&[
+        "-c",
+        "4096",
+        "-np",
+        "1",
+        "--jinja",
+        "--chat-template-file",
+        template,
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_llamacpp_schema_answers_hold_their_schema_and_are_judged_by_value() {
+    let _turn = real_engine_turn_async().await;
+    let server = start_llama_with_tools();
+    // The same prompts with and without the schema, in one level.
+    let (r, _) = bench_closed(
+        &server.url(),
+        1,
+        4,
+        160,
+        &[
+            "--api",
+            "chat",
+            "--prompt-kind",
+            "json-extraction,json-schema",
+            "--request-timeout",
+            "120s",
+        ],
+    )
+    .await;
+    let level = &r.levels[0];
+    let schema: Vec<_> = level
+        .requests
+        .iter()
+        .filter(|q| q.label.as_deref() == Some("json-schema"))
+        .collect();
+    assert_eq!(schema.len(), 2);
+    for q in &schema {
+        assert!(q.is_ok(), "{q:?}");
+        // llama.cpp's grammar holds the answer to its schema: a failed
+        // answer names a wrong value, unless the output budget cut it off.
+        let verdict = q.answer_check.expect("every schema answer is judged");
+        let why = q.answer_reason.clone().unwrap_or_default();
+        let cut = q.output_tokens == Some(160);
+        assert!(
+            verdict || why.starts_with('$') || cut,
+            "{why} ({:?} tokens)",
+            q.output_tokens
+        );
+        assert!(!why.contains("breaks its schema"), "{why}");
+        // Not forced to its length: it ends where the grammar does.
+        assert!(q.requested_output_tokens == Some(160));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_llamacpp_agent_session_offers_tools_and_judges_the_reply() {
+    let _turn = real_engine_turn_async().await;
+    let server = start_llama_with_tools();
+    let (r, _) = bench_closed(
+        &server.url(),
+        1,
+        1,
+        48,
+        &[
+            "--api",
+            "chat",
+            "--scenario",
+            "calculator-agent",
+            "--request-timeout",
+            "120s",
+        ],
+    )
+    .await;
+    let level = &r.levels[0];
+    let first = &level.requests[0];
+    assert!(first.is_ok(), "{first:?}");
+    // The tools reach the model through the template (the prompt holds
+    // their definitions), and the first turn's reply is judged as a call
+    // of `calculator` with its arguments.
+    assert!(first.input_tokens.unwrap() > 150, "{first:?}");
+    let verdict = first.answer_check.expect("the tool turn is judged");
+    let sessions = level.sessions.expect("a session level counts its sessions");
+    assert_eq!(sessions.sessions, 1);
+    if verdict {
+        assert_eq!(sessions.derailed, 0);
+        assert!(sessions.turns > 1, "{sessions:?}");
+    } else {
+        // A model too small to call tools answers in words: the session
+        // derails at its first turn, with why, and is counted.
+        let why = first.answer_reason.clone().unwrap();
+        assert!(why.starts_with("expected a call of `calculator`"), "{why}");
+        assert_eq!((sessions.turns, sessions.derailed), (1, 1));
+    }
+}

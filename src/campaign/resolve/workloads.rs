@@ -343,7 +343,11 @@ pub(super) fn expand_workloads(
         // Tools or a response format: answers end where their grammar or
         // call does, so their length is never forced.
         let structured = source.is_structured()
-            || matches!(&read, Some(Read::Scenario(sc)) if sc.tools.is_some());
+            || match &read {
+                Some(Read::Scenario(sc)) => sc.tools.is_some(),
+                Some(Read::Checks(c)) => c.iter().any(|u| u.structured.is_some()),
+                None => false,
+            };
         if structured && w.ignore_eos == Some(true) {
             return Err(src.error(&w.name, format!("workload `{name}`: its requests offer tools or a response format, and a tool call or a constrained answer ends where its grammar does; remove `ignore_eos = true`")));
         }
