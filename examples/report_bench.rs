@@ -43,6 +43,8 @@ fn main() -> anyhow::Result<()> {
                 num_draft_tokens: Some(2 + i % 6),
                 ..Default::default()
             }),
+            tool_call_parser: None,
+            grammar_backend: None,
             args: vec![],
             env: BTreeMap::new(),
             expected_failure: false,

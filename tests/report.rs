@@ -42,6 +42,8 @@ fn server(id: &str, tp: u32, budget: Option<u32>) -> ServerConfig {
             num_draft_tokens: Some(k),
             ..Default::default()
         }),
+        tool_call_parser: None,
+        grammar_backend: None,
         args: vec![],
         env: BTreeMap::new(),
         expected_failure: false,

@@ -242,6 +242,13 @@ pub struct RawServer {
     /// Speculative decoding.
     #[serde(default)]
     pub speculative: Option<Speculative>,
+    /// The engine's tool-call parser (vLLM, SGLang `--tool-call-parser`).
+    #[serde(default)]
+    pub tool_call_parser: Option<String>,
+    /// The engine's grammar backend (SGLang `--grammar-backend`, vLLM's
+    /// structured-outputs backend).
+    #[serde(default)]
+    pub grammar_backend: Option<String>,
     /// Extra flags for this server.
     #[serde(default)]
     pub args: Vec<Spanned<String>>,
@@ -318,6 +325,9 @@ pub struct RawMatrix {
     /// Draft-token budgets applied to every speculative variant.
     #[serde(default)]
     pub budget: Option<OneOrMany<u32>>,
+    /// Grammar backends (xgrammar, outlines, llguidance, …).
+    #[serde(default)]
+    pub grammar_backend: Option<OneOrMany<String>>,
     /// Extra flags for every server of this matrix.
     #[serde(default)]
     pub args: Vec<Spanned<String>>,

@@ -101,6 +101,20 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
         }
         push(&mut a, "--alias", name);
     }
+    if spec.tool_call_parser.is_some() {
+        return Err(err(
+            "llama.cpp parses tool calls with the model's own chat template (add \"--jinja\" \
+             to args); it has no tool_call_parser setting"
+                .into(),
+        ));
+    }
+    if spec.grammar_backend.is_some() {
+        return Err(err(
+            "llama.cpp constrains answers with its own grammar engine; it has no \
+             grammar_backend setting"
+                .into(),
+        ));
+    }
     if let Some(n) = spec.max_running_requests {
         // llama-server parses --parallel as a C int and rejects 0.
         if n == 0 || n > i32::MAX as u32 {

@@ -376,6 +376,13 @@ pub struct ServerSpec {
     pub context_length: Option<u64>,
     /// Speculative decoding, if any.
     pub speculative: Option<Speculative>,
+    /// The engine's parser of tool calls (vLLM and SGLang `--tool-call-parser`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_parser: Option<String>,
+    /// The engine's grammar backend for structured outputs (SGLang
+    /// `--grammar-backend`, vLLM's structured-outputs `backend`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar_backend: Option<String>,
     /// Flags appended verbatim after the generated ones.
     pub extra_args: Vec<String>,
     /// Extra environment variables.
@@ -551,6 +558,8 @@ fn setting_of(flag: &str) -> &'static str {
         "--model-path" | "--model" => "[model] path",
         "--served-model-name" | "--alias" | "--model-name" => "[model] name",
         "--host" | "--port" => "the address servebench starts the server on",
+        "--tool-call-parser" | "--enable-auto-tool-choice" => "tool_call_parser",
+        "--grammar-backend" | "--structured-outputs-config" => "grammar_backend",
         _ => "speculative",
     }
 }
@@ -971,6 +980,8 @@ pub(crate) fn test_spec(engine: EngineKind) -> ServerSpec {
         max_running_requests: None,
         context_length: None,
         speculative: None,
+        tool_call_parser: None,
+        grammar_backend: None,
         extra_args: Vec::new(),
         env: BTreeMap::new(),
     }
@@ -1310,6 +1321,41 @@ mod tests {
         let mut o = test_spec(EngineKind::Openai);
         o.extra_args = vec!["--port".into()];
         assert!(repeated_flags(&o).is_empty());
+    }
+
+    #[test]
+    fn tool_call_parser_and_grammar_backend_become_each_engines_flags() {
+        let with = |engine| {
+            let mut s = test_spec(engine);
+            s.tool_call_parser = Some("hermes".into());
+            s.grammar_backend = Some("xgrammar".into());
+            s
+        };
+        let v = command_line(&with(EngineKind::Vllm), "x")
+            .unwrap()
+            .join(" ");
+        assert!(
+            v.contains("--enable-auto-tool-choice --tool-call-parser hermes --structured-outputs-config {\"backend\":\"xgrammar\"}"),
+            "{v}"
+        );
+        let s = command_line(&with(EngineKind::Sglang), "x")
+            .unwrap()
+            .join(" ");
+        assert!(
+            s.contains("--tool-call-parser hermes --grammar-backend xgrammar"),
+            "{s}"
+        );
+        let e = err_of(&with(EngineKind::Llamacpp));
+        assert!(
+            e.contains("--jinja") && e.contains("tool_call_parser"),
+            "{e}"
+        );
+        // The same flag in args is refused, naming the setting.
+        let mut r = with(EngineKind::Sglang);
+        r.extra_args = vec!["--grammar-backend".into(), "outlines".into()];
+        let found = repeated_flags(&r);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].setting, "grammar_backend");
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub const SERVER: &[&str] = &[
     "max_running_requests",
     "context_length",
     "build",
+    "grammar_backend",
+    "tool_call_parser",
 ];
 
 /// Placeholders filled when the server is launched.

@@ -52,7 +52,9 @@ pub const EXTENSION_FLAGS: &[(&str, &str)] =
     &[("--speculative-ddtree-budget", "the DDTree extension")];
 
 /// Every flag this adapter can emit, as spelled in `server_args.py`.
-pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<23>(&[
+pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<25>(&[
+    "--tool-call-parser",
+    "--grammar-backend",
     "--model-path",
     "--dp-size",
     "--attn-dp-size",
@@ -83,6 +85,12 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
     // The layout beyond TP (already checked). SGLang 0.5.23 counts replicas
     // with --dp-size and attention-DP groups with --attn-dp-size (the
     // `--enable-dp-attention` spelling is deprecated).
+    if let Some(p) = &spec.tool_call_parser {
+        push(&mut a, "--tool-call-parser", p);
+    }
+    if let Some(b) = &spec.grammar_backend {
+        push(&mut a, "--grammar-backend", b);
+    }
     for (flag, size) in [
         ("--dp-size", spec.dp),
         ("--attn-dp-size", spec.dp_attention),
@@ -653,6 +661,8 @@ mod tests {
         spec.mem_fraction = Some(0.9);
         spec.max_running_requests = Some(8);
         spec.context_length = Some(4096);
+        spec.tool_call_parser = Some("hermes".into());
+        spec.grammar_backend = Some("xgrammar".into());
         let specs = [
             tree(2, 8, 16),
             Speculative {

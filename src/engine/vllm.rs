@@ -51,12 +51,15 @@ const FLAGS: ServerFlags = ServerFlags {
 };
 
 /// Every flag this adapter can emit, as spelled in `arg_utils.py` and `cli_args.py`.
-pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<12>(&[
+pub const KNOWN_FLAGS: &[&str] = &FLAGS.known_flags::<15>(&[
     "--speculative-config",
     "--enable-prompt-tokens-details",
     "--data-parallel-size",
     "--pipeline-parallel-size",
     "--enable-expert-parallel",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "--structured-outputs-config",
 ]);
 
 /// Smallest n-gram the prompt-lookup proposer matches. vLLM's own fallback
@@ -78,6 +81,15 @@ pub fn args(spec: &ServerSpec) -> Result<Vec<String>, EngineError> {
     let mut a = vec![spec.model_path.clone()];
     push_server_flags(spec, &FLAGS, &mut a)?;
     layout_args(spec, &mut a);
+    // Tool calls are parsed only with auto tool choice on (vLLM refuses
+    // `tools` without it).
+    if let Some(p) = &spec.tool_call_parser {
+        a.push("--enable-auto-tool-choice".into());
+        push(&mut a, "--tool-call-parser", p);
+    }
+    if let Some(b) = &spec.grammar_backend {
+        push(&mut a, "--structured-outputs-config", json!({"backend": b}));
+    }
     // Per-request cached prompt tokens in the usage, unless the campaign says otherwise.
     if !super::mentions(spec, "enable-prompt-tokens-details") {
         a.push("--enable-prompt-tokens-details".into());
@@ -313,6 +325,8 @@ mod tests {
         spec.max_running_requests = Some(16);
         spec.context_length = Some(8192);
         (spec.tp, spec.dp, spec.ep, spec.pp) = (2, 2, 4, 2);
+        spec.tool_call_parser = Some("hermes".into());
+        spec.grammar_backend = Some("xgrammar".into());
         spec.speculative = Some(Speculative {
             method: Some(SpecMethod::Ngram),
             num_draft_tokens: Some(3),

@@ -34,6 +34,10 @@ ep = 8
 id = "tp4-pp2"
 tp = 4
 pp = 2
+[[server]]
+id = "tools"
+tool_call_parser = "hermes"
+grammar_backend = "llguidance"
 "#;
     let p = dir.join("campaign.toml");
     std::fs::write(&p, text).unwrap();
@@ -88,8 +92,14 @@ fn every_sglang_command_line_of_the_main_campaign_parses_with_sglangs_own_parser
         })
         .collect();
     // AR, DFlash and DDTree at TP 1/4/8, every DDTree budget, MTP with
-    // SGLang's own mamba flags, and three layouts beyond TP.
-    assert_eq!(argvs.len(), 3 + 3 + 18 + 1 + 3, "{:?}", plan.groups.len());
+    // SGLang's own mamba flags, three layouts beyond TP, and a tool-call
+    // parser with a grammar backend.
+    assert_eq!(
+        argvs.len(),
+        3 + 3 + 18 + 1 + 3 + 1,
+        "{:?}",
+        plan.groups.len()
+    );
     let joined: Vec<String> = argvs.iter().map(|a| a.join(" ")).collect();
     for part in [
         "--speculative-algorithm DDTREE",
@@ -100,6 +110,7 @@ fn every_sglang_command_line_of_the_main_campaign_parses_with_sglangs_own_parser
         "--dp-size 2",
         "--attn-dp-size 8 --ep-size 8",
         "--pp-size 2",
+        "--tool-call-parser hermes --grammar-backend llguidance",
     ] {
         assert!(
             joined.iter().any(|l| l.contains(part)),

@@ -606,6 +606,10 @@ speculative = { method = "draft-model", draft_model = "/models/d", num_draft_tok
 [[server]]
 id = "dflash"
 speculative = { method = "dflash", draft_model = "/models/d", num_draft_tokens = 8 }
+[[server]]
+id = "tools"
+tool_call_parser = "hermes"
+grammar_backend = "xgrammar"
 [[workload]]
 name = "w"
 input_len = 10
@@ -628,7 +632,7 @@ num_requests = 1
                 .unwrap_or_else(|| panic!("{}: {}", g["server"]["id"], g["command"]))
         })
         .collect();
-    assert_eq!(argvs.len(), 8);
+    assert_eq!(argvs.len(), 9);
     let emitted: std::collections::BTreeSet<&str> = argvs
         .iter()
         .flat_map(|a| a.as_array().unwrap())
@@ -662,7 +666,7 @@ num_requests = 1
     );
     assert_eq!(
         text.lines().filter(|l| l.starts_with("ok ")).count(),
-        8,
+        9,
         "{text}"
     );
 }

@@ -43,6 +43,12 @@ pub struct ServerConfig {
     pub context_length: Option<u64>,
     /// Speculative decoding.
     pub speculative: Option<Speculative>,
+    /// The engine's tool-call parser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_parser: Option<String>,
+    /// The engine's grammar backend for structured outputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar_backend: Option<String>,
     /// Flags after the generated ones (engine-wide, defaults, then server's own).
     pub args: Vec<String>,
     /// Environment (engine-wide, defaults, then server's own).
@@ -108,6 +114,8 @@ impl ServerConfig {
             "context_length" => self.context_length?.to_string(),
             "method" => self.method_name(),
             "budget" => self.speculative.as_ref()?.num_draft_tokens?.to_string(),
+            "tool_call_parser" => self.tool_call_parser.clone()?,
+            "grammar_backend" => self.grammar_backend.clone()?,
             "build" => self.build.as_ref()?.name.clone(),
             _ => return None,
         })
@@ -172,6 +180,8 @@ impl ServerConfig {
             max_running_requests: self.max_running_requests,
             context_length: self.context_length,
             speculative: self.speculative.clone(),
+            tool_call_parser: self.tool_call_parser.clone(),
+            grammar_backend: self.grammar_backend.clone(),
             extra_args: self.args.clone(),
             env: self.env.clone(),
         }
@@ -255,6 +265,14 @@ fn merge_server<'a>(
         max_running_requests: s.max_running_requests.or(d.max_running_requests),
         context_length: s.context_length.or(d.context_length),
         speculative: s.speculative.clone().or_else(|| d.speculative.clone()),
+        tool_call_parser: s
+            .tool_call_parser
+            .clone()
+            .or_else(|| d.tool_call_parser.clone()),
+        grammar_backend: s
+            .grammar_backend
+            .clone()
+            .or_else(|| d.grammar_backend.clone()),
         args: Vec::new(),
         env: BTreeMap::new(),
         expected_failure: s.expected_failure.or(d.expected_failure).unwrap_or(false),
@@ -501,6 +519,10 @@ fn expand_matrix(
         ),
         ("budget", len(&m.budget)),
         (
+            "grammar_backend",
+            m.grammar_backend.as_ref().map(|v| v.to_vec().len()),
+        ),
+        (
             "speculative",
             m.speculative.as_ref().map(|v| v.get_ref().len()),
         ),
@@ -534,6 +556,9 @@ fn expand_matrix(
     });
     multiply(&mut servers, &m.context_length, |s, v| {
         s.context_length = Some(v)
+    });
+    multiply(&mut servers, &m.grammar_backend, |s, v| {
+        s.grammar_backend = Some(v)
     });
     let variants = OneOrMany::Many(speculative_variants(src, m)?);
     multiply(&mut servers, &Some(variants), |s, v| s.speculative = v);
@@ -640,12 +665,13 @@ fn render_id(template: &str, cfg: &ServerConfig) -> Result<String, String> {
                 .unwrap_or_else(|| "none".into()),
             "method" => cfg.method_name(),
             "tp" | "dp" | "dp_attention" | "ep" | "pp" | "layout" | "mem_fraction"
-            | "max_running_requests" | "context_length" | "build" => {
+            | "max_running_requests" | "context_length" | "build" | "grammar_backend"
+            | "tool_call_parser" => {
                 cfg.param(key).unwrap_or_else(|| "default".into())
             }
             other => {
                 return Err(format!(
-                    "unknown placeholder `{{{other}}}` in id template; allowed: {{tp}}, {{dp}}, {{dp_attention}}, {{ep}}, {{pp}}, {{layout}}, {{method}}, {{budget}}, {{mem_fraction}}, {{max_running_requests}}, {{context_length}}, {{build}}"
+                    "unknown placeholder `{{{other}}}` in id template; allowed: {{tp}}, {{dp}}, {{dp_attention}}, {{ep}}, {{pp}}, {{layout}}, {{method}}, {{budget}}, {{mem_fraction}}, {{max_running_requests}}, {{context_length}}, {{build}}, {{grammar_backend}}, {{tool_call_parser}}"
                 ))
             }
         };
@@ -708,6 +734,31 @@ mod tests {
         let tp_only = c.servers[2].settings();
         assert!(tp_only.get("dp").is_none(), "{tp_only}");
         assert_eq!(c.servers[3].settings()["dp"], 2);
+    }
+
+    #[test]
+    fn grammar_backends_are_a_matrix_axis_and_enter_the_identity_only_when_set() {
+        let text = format!(
+            "{HEAD}[defaults]\ntool_call_parser = \"hermes\"\n\
+             [[matrix]]\nid = \"g-{{grammar_backend}}\"\ngrammar_backend = [\"xgrammar\", \"llguidance\"]\n\
+             [[server]]\nid = \"plain\"\n{WL}"
+        );
+        let c = campaign(&text).unwrap();
+        let ids: Vec<&str> = c.servers.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["plain", "g-xgrammar", "g-llguidance"]);
+        assert_eq!(c.servers[1].settings()["grammar_backend"], "xgrammar");
+        assert_eq!(c.servers[2].settings()["tool_call_parser"], "hermes");
+        let mut none = c.servers[0].clone();
+        none.tool_call_parser = None;
+        assert!(none.settings().get("grammar_backend").is_none());
+        assert!(none.settings().get("tool_call_parser").is_none());
+        // The same flag in args is refused, naming the setting.
+        let e = campaign(&format!(
+            "{HEAD}[[server]]\nid = \"x\"\ngrammar_backend = \"xgrammar\"\nargs = [\"--grammar-backend\", \"outlines\"]\n{WL}"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("set grammar_backend instead"), "{e}");
     }
 
     #[test]
