@@ -15,6 +15,18 @@ fn requests(
         .clone()
 }
 
+/// `server`'s checked answers of `kind` in `report` (`answers[].checks[]`).
+fn check_of(report: &serde_json::Value, server: &str, kind: &str) -> serde_json::Value {
+    report["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["server_id"] == server)
+        .and_then(|a| a["checks"].as_array()?.iter().find(|k| k["kind"] == kind))
+        .unwrap_or_else(|| panic!("no {kind} checks of {server}: {}", report["answers"]))
+        .clone()
+}
+
 /// The reasons `server`'s failed answers of `kind` give.
 fn reasons(reqs: &[serde_json::Value], kind: &str) -> Vec<String> {
     reqs.iter()
@@ -82,18 +94,7 @@ fn wrong_arguments_a_broken_schema_and_malformed_calls_are_flagged_and_never_rec
         ("broken-schema", "json-schema"),
         ("bad-calls", "tool-call"),
     ] {
-        let answers = report["answers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["server_id"] == server)
-            .unwrap();
-        let k = answers["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|k| k["kind"] == kind)
-            .unwrap();
+        let k = check_of(&report, server, kind);
         assert_eq!(k["flagged"], true, "{server}: {k}");
     }
     for pick in report["slo_picks"].as_array().unwrap() {
@@ -205,14 +206,8 @@ fn an_agent_session_calls_tools_gets_their_results_and_a_derailed_one_is_counted
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
     for server in ["wrong-args", "bad-calls"] {
-        let answers = report["answers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["server_id"] == server)
-            .unwrap();
-        assert_eq!(answers["checks"][0]["kind"], "calculator-agent");
-        assert_eq!(answers["checks"][0]["flagged"], true, "{answers}");
+        let k = check_of(&report, server, "calculator-agent");
+        assert_eq!(k["flagged"], true, "{server}: {k}");
     }
     for pick in report["slo_picks"].as_array().unwrap() {
         assert_eq!(pick["best"]["server_id"], "baseline", "{pick}");

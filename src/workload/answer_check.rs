@@ -80,9 +80,9 @@ pub struct SchemaCheck {
 
 impl SchemaCheck {
     /// Compile `schema`, or say why it is not one.
-    pub fn new(schema: Value) -> Result<Self, String> {
-        let validator =
-            jsonschema::validator_for(&schema).map_err(|e| format!("not a JSON schema: {e}"))?;
+    pub fn new(schema: Value) -> Result<Self, super::structured::DefinitionError> {
+        let validator = jsonschema::validator_for(&schema)
+            .map_err(|e| super::structured::DefinitionError::BadSchema(e.to_string()))?;
         Ok(Self {
             schema: Arc::new(schema),
             validator: Arc::new(validator),
@@ -827,7 +827,7 @@ fn user_check(
     match (l.check.as_str(), &l.tools, &l.schema) {
         ("tool", _, None) => return tool_check(l).map(|(c, s)| (c, Some(s))),
         ("schema", None, Some(schema)) => {
-            let check = SchemaCheck::new(schema.clone())?;
+            let check = SchemaCheck::new(schema.clone()).map_err(|e| e.to_string())?;
             check
                 .validate(&l.expected)
                 .map_err(|e| format!("`expected` does not satisfy `schema`: it {e}"))?;
@@ -853,7 +853,7 @@ fn tool_check(l: &CheckLine) -> Result<(AnswerCheck, super::structured::Structur
     let tools = match &l.tools {
         Some(Value::String(s)) if s == "builtin" => builtin_tools(),
         Some(t) => {
-            check_tools(t)?;
+            check_tools(t).map_err(|e| e.to_string())?;
             Arc::new(t.clone())
         }
         None => {

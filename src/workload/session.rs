@@ -338,11 +338,12 @@ struct RawTool {
 }
 
 /// A scenario's `tools`: `"builtin"` or a list of function definitions.
-fn scenario_tools(raw: &toml::Value) -> Result<Arc<Value>, String> {
+fn scenario_tools(raw: &toml::Value) -> Result<Arc<Value>, super::structured::DefinitionError> {
     if raw.as_str() == Some("builtin") {
         return Ok(super::structured::builtin_tools());
     }
-    let tools = serde_json::to_value(raw).map_err(|e| e.to_string())?;
+    let tools = serde_json::to_value(raw)
+        .map_err(|e| super::structured::DefinitionError::NotJson(e.to_string()))?;
     super::structured::check_tools(&tools)?;
     Ok(Arc::new(tools))
 }
@@ -366,7 +367,9 @@ pub fn parse_scenario(text: &str, origin: &str, name: &str) -> Result<Scenario, 
         ));
     }
     let tools = match &raw.tools {
-        Some(t) => Some(scenario_tools(t.get_ref()).map_err(|e| error(Some(t.span()), e))?),
+        Some(t) => {
+            Some(scenario_tools(t.get_ref()).map_err(|e| error(Some(t.span()), e.to_string()))?)
+        }
         None => None,
     };
     let names: Vec<String> = tools

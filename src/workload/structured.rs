@@ -90,26 +90,56 @@ pub fn tool_names(tools: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
+/// Why a tool definition or a schema is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DefinitionError {
+    /// `tools` is not a non-empty list.
+    #[error("`tools` must be a non-empty list of function definitions")]
+    NotAList,
+    /// A tool is not `type = "function"`.
+    #[error("tool {0}: `type` must be \"function\"")]
+    NotAFunction(usize),
+    /// A tool has no name.
+    #[error("tool {0}: `function.name` is missing")]
+    NoName(usize),
+    /// A tool's parameters do not compile as a JSON schema.
+    #[error("tool `{name}`: parameters are not a JSON schema: {reason}")]
+    BadParameters {
+        /// The tool.
+        name: String,
+        /// The schema compiler's message.
+        reason: String,
+    },
+    /// A schema does not compile.
+    #[error("not a JSON schema: {0}")]
+    BadSchema(String),
+    /// A value could not be read as JSON.
+    #[error("not JSON: {0}")]
+    NotJson(String),
+}
+
 /// Why `tools` is not a list of OpenAI function definitions, if it is not:
 /// each needs `type = "function"`, a name, and object `parameters` that
 /// compile as a JSON schema.
-pub fn check_tools(tools: &Value) -> Result<(), String> {
+pub fn check_tools(tools: &Value) -> Result<(), DefinitionError> {
     let list = tools
         .as_array()
         .filter(|a| !a.is_empty())
-        .ok_or("`tools` must be a non-empty list of function definitions")?;
+        .ok_or(DefinitionError::NotAList)?;
     for (i, t) in list.iter().enumerate() {
         if t.get("type").and_then(Value::as_str) != Some("function") {
-            return Err(format!("tool {i}: `type` must be \"function\""));
+            return Err(DefinitionError::NotAFunction(i));
         }
         let name = t
             .pointer("/function/name")
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty())
-            .ok_or(format!("tool {i}: `function.name` is missing"))?;
+            .ok_or(DefinitionError::NoName(i))?;
         if let Some(p) = t.pointer("/function/parameters") {
-            jsonschema::validator_for(p)
-                .map_err(|e| format!("tool `{name}`: parameters are not a JSON schema: {e}"))?;
+            jsonschema::validator_for(p).map_err(|e| DefinitionError::BadParameters {
+                name: name.to_string(),
+                reason: e.to_string(),
+            })?;
         }
     }
     Ok(())
@@ -143,11 +173,11 @@ mod tests {
         assert_eq!(tool_names(&tools), ["calculator", "convert_units"]);
         assert!(check_tools(&json!([])).is_err());
         let e = check_tools(&json!([{"type": "function", "function": {}}])).unwrap_err();
-        assert!(e.contains("name"), "{e}");
+        assert_eq!(e, DefinitionError::NoName(0));
         let e = check_tools(
             &json!([{"type": "function", "function": {"name": "f", "parameters": {"type": 7}}}]),
         )
         .unwrap_err();
-        assert!(e.contains("`f`"), "{e}");
+        assert!(e.to_string().contains("tool `f`"), "{e}");
     }
 }
