@@ -287,82 +287,9 @@ pub async fn build_source(
 ) -> Result<(Box<dyn RequestSource>, SourceInfo), String> {
     let mut info = SourceInfo::default();
     match &spec.prompts {
-        Prompts::Scenario(scenario) => {
-            if spec.api != Api::Chat {
-                return Err(
-                    "multi-turn scenarios need the chat API (--api chat / api = \"chat\")".into(),
-                );
-            }
-            let (model, ignore_eos) = (spec.model.clone(), spec.ignore_eos);
-            let tools = scenario.tools.clone().map(Structured::tools);
-            let body: super::driver::SessionBodyFn = Arc::new(move |messages, output| {
-                Bytes::from(build_structured_body(
-                    Api::Chat,
-                    &model,
-                    PromptBody::Messages(to_wire(messages)),
-                    output,
-                    ignore_eos,
-                    tools.as_ref(),
-                ))
-            });
-            info.counter = "server usage".into();
-            info.exact = true;
-            Ok((
-                Box::new(SessionSource {
-                    scenario: scenario.clone(),
-                    output_tokens: spec.output_len,
-                    body,
-                }),
-                info,
-            ))
-        }
-        Prompts::Kinds(selection) => {
-            if spec.api != Api::Chat && selection.kinds().iter().any(|k| k.is_structured()) {
-                return Err(format!(
-                    "prompt kinds {} send tools or a response format: they need the chat API (api = \"chat\")",
-                    PromptKind::structured().iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
-                ));
-            }
-            let mut sampler = PromptSampler::new(selection, spec.seed);
-            let prompt: PromptFn = Box::new(move |_| {
-                let (kind, text) = sampler.next_prompt();
-                let check = kind_check(kind, text);
-                Ok(Prompt {
-                    text: text.to_string(),
-                    planned: None,
-                    label: Some(kind.name().to_string()),
-                    check: check.map(|c| Arc::new(c.clone())),
-                    structured: structured_of(kind, check),
-                })
-            });
-            info.counter = "none (natural prompt lengths)".into();
-            Ok((Box::new(prompt_source(spec, prompt).await?), info))
-        }
-        Prompts::Checks { checks, path } => {
-            if spec.api != Api::Chat && checks.iter().any(|c| c.structured.is_some()) {
-                return Err(format!(
-                    "{}: `tool` and `schema` checks send tools or a response format: they need the chat API (api = \"chat\")",
-                    path.display()
-                ));
-            }
-            let checks = checks.clone();
-            // Every check once per pass, in an order drawn from the seed.
-            let mut order: Vec<usize> = (0..checks.len()).collect();
-            let mut rng = crate::util::rng::seeded(spec.seed);
-            rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
-            let prompt: PromptFn = Box::new(move |i| {
-                let c = &checks[order[(i % order.len() as u64) as usize]];
-                Ok(Prompt {
-                    text: c.prompt.clone(),
-                    planned: None,
-                    label: Some(c.kind.clone()),
-                    check: Some(c.check.clone()),
-                    structured: c.structured.clone(),
-                })
-            });
-            info.counter = "none (natural prompt lengths)".into();
-            Ok((Box::new(prompt_source(spec, prompt).await?), info))
-        }
+        Prompts::Scenario(scenario) => session_source(spec, scenario, info),
+        Prompts::Kinds(selection) => kinds_source(spec, selection, info).await,
+        Prompts::Checks { checks, path } => checks_source(spec, checks, path, info).await,
         Prompts::Trace(t) => {
             let src = replay_source(t, spec, endpoint, &mut info).await?;
             Ok((Box::new(src), info))
@@ -371,57 +298,7 @@ pub async fn build_source(
             path,
             format,
             filter,
-        } => {
-            let (counter, name) = counter_for(spec.tokenizer.as_deref(), endpoint).await?;
-            info.exact = counter.exact();
-            info.counter = name;
-            let (path, format, filter, seed, limit) =
-                (path.clone(), *format, *filter, spec.seed, spec.count);
-            let sample = tokio::task::spawn_blocking(move || {
-                dataset::load(
-                    &path,
-                    format,
-                    counter.as_ref(),
-                    &filter,
-                    limit.map(|n| n as usize),
-                    seed,
-                )
-            })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-            info.dataset = Some(sample.report.to_string());
-            if sample.requests.is_empty() {
-                return Err(format!("the dataset yields no request: {}", sample.report));
-            }
-            let requests = sample
-                .requests
-                .into_iter()
-                .map(|r| {
-                    let out = if spec.ignore_eos {
-                        spec.output_len
-                    } else {
-                        r.output_len.map(|n| n as u64).unwrap_or(spec.output_len)
-                    };
-                    PreparedRequest {
-                        body: Bytes::from(build_body(
-                            spec.api,
-                            &spec.model,
-                            PromptBody::Text(r.prompt),
-                            out,
-                            spec.ignore_eos,
-                        )),
-                        planned_input_tokens: Some(r.prompt_tokens as u64),
-                        output_tokens: out,
-                        predicted_cached_tokens: None,
-                        label: Some(format!("dataset:{}", r.source)),
-                        capture_text: false,
-                        check: None,
-                    }
-                })
-                .collect();
-            Ok((Box::new(DatasetSource { requests }), info))
-        }
+        } => dataset_source(spec, endpoint, (path, *format, *filter), info).await,
         Prompts::Synthetic {
             input_len,
             shared_prefix,
@@ -472,6 +349,158 @@ pub async fn build_source(
             Ok((Box::new(prompt_source(spec, prompt).await?), info))
         }
     }
+}
+
+/// Multi-turn sessions of `scenario` (chat API), with its tools if any.
+fn session_source(
+    spec: &SourceSpec,
+    scenario: &Arc<Scenario>,
+    mut info: SourceInfo,
+) -> Result<(Box<dyn RequestSource>, SourceInfo), String> {
+    if spec.api != Api::Chat {
+        return Err("multi-turn scenarios need the chat API (--api chat / api = \"chat\")".into());
+    }
+    let (model, ignore_eos) = (spec.model.clone(), spec.ignore_eos);
+    let tools = scenario.tools.clone().map(Structured::tools);
+    let body: super::driver::SessionBodyFn = Arc::new(move |messages, output| {
+        Bytes::from(build_structured_body(
+            Api::Chat,
+            &model,
+            PromptBody::Messages(to_wire(messages)),
+            output,
+            ignore_eos,
+            tools.as_ref(),
+        ))
+    });
+    info.counter = "server usage".into();
+    info.exact = true;
+    Ok((
+        Box::new(SessionSource {
+            scenario: scenario.clone(),
+            output_tokens: spec.output_len,
+            body,
+        }),
+        info,
+    ))
+}
+
+/// Built-in prompt kinds in the seed's order, each with its check and
+/// what a structured kind sends beside it.
+async fn kinds_source(
+    spec: &SourceSpec,
+    selection: &PromptSelection,
+    mut info: SourceInfo,
+) -> Result<(Box<dyn RequestSource>, SourceInfo), String> {
+    if spec.api != Api::Chat && selection.kinds().iter().any(|k| k.is_structured()) {
+        return Err(format!(
+                "prompt kinds {} send tools or a response format: they need the chat API (api = \"chat\")",
+                PromptKind::structured().iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+            ));
+    }
+    let mut sampler = PromptSampler::new(selection, spec.seed);
+    let prompt: PromptFn = Box::new(move |_| {
+        let (kind, text) = sampler.next_prompt();
+        let check = kind_check(kind, text);
+        Ok(Prompt {
+            text: text.to_string(),
+            planned: None,
+            label: Some(kind.name().to_string()),
+            check: check.map(|c| Arc::new(c.clone())),
+            structured: structured_of(kind, check),
+        })
+    });
+    info.counter = "none (natural prompt lengths)".into();
+    Ok((Box::new(prompt_source(spec, prompt).await?), info))
+}
+
+/// A checks file's prompts, every one once per pass in the seed's order.
+async fn checks_source(
+    spec: &SourceSpec,
+    checks: &Arc<Vec<crate::workload::answer_check::UserCheck>>,
+    path: &std::path::Path,
+    mut info: SourceInfo,
+) -> Result<(Box<dyn RequestSource>, SourceInfo), String> {
+    if spec.api != Api::Chat && checks.iter().any(|c| c.structured.is_some()) {
+        return Err(format!(
+                "{}: `tool` and `schema` checks send tools or a response format: they need the chat API (api = \"chat\")",
+                path.display()
+            ));
+    }
+    let checks = checks.clone();
+    // Every check once per pass, in an order drawn from the seed.
+    let mut order: Vec<usize> = (0..checks.len()).collect();
+    let mut rng = crate::util::rng::seeded(spec.seed);
+    rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
+    let prompt: PromptFn = Box::new(move |i| {
+        let c = &checks[order[(i % order.len() as u64) as usize]];
+        Ok(Prompt {
+            text: c.prompt.clone(),
+            planned: None,
+            label: Some(c.kind.clone()),
+            check: Some(c.check.clone()),
+            structured: c.structured.clone(),
+        })
+    });
+    info.counter = "none (natural prompt lengths)".into();
+    Ok((Box::new(prompt_source(spec, prompt).await?), info))
+}
+
+/// A dataset's sampled, length-filtered requests, cycled when a level
+/// asks for more.
+async fn dataset_source(
+    spec: &SourceSpec,
+    endpoint: &Endpoint,
+    (path, format, filter): (&std::path::Path, DatasetFormat, LengthFilter),
+    mut info: SourceInfo,
+) -> Result<(Box<dyn RequestSource>, SourceInfo), String> {
+    let (counter, name) = counter_for(spec.tokenizer.as_deref(), endpoint).await?;
+    info.exact = counter.exact();
+    info.counter = name;
+    let (path, seed, limit) = (path.to_path_buf(), spec.seed, spec.count);
+    let sample = tokio::task::spawn_blocking(move || {
+        dataset::load(
+            &path,
+            format,
+            counter.as_ref(),
+            &filter,
+            limit.map(|n| n as usize),
+            seed,
+        )
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())?;
+    info.dataset = Some(sample.report.to_string());
+    if sample.requests.is_empty() {
+        return Err(format!("the dataset yields no request: {}", sample.report));
+    }
+    let requests = sample
+        .requests
+        .into_iter()
+        .map(|r| {
+            let out = if spec.ignore_eos {
+                spec.output_len
+            } else {
+                r.output_len.map(|n| n as u64).unwrap_or(spec.output_len)
+            };
+            PreparedRequest {
+                body: Bytes::from(build_body(
+                    spec.api,
+                    &spec.model,
+                    PromptBody::Text(r.prompt),
+                    out,
+                    spec.ignore_eos,
+                )),
+                planned_input_tokens: Some(r.prompt_tokens as u64),
+                output_tokens: out,
+                predicted_cached_tokens: None,
+                label: Some(format!("dataset:{}", r.source)),
+                capture_text: false,
+                check: None,
+            }
+        })
+        .collect();
+    Ok((Box::new(DatasetSource { requests }), info))
 }
 
 /// The tokens the server adds around a prompt (BOS, chat template),
