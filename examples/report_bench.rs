@@ -68,6 +68,7 @@ fn main() -> anyhow::Result<()> {
                 duration_s: None,
                 warmup: 0,
                 ignore_eos: true,
+                tool_choice: None,
                 shared_prefix: 0,
                 slos: vec![slo],
                 seed: 0,

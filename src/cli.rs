@@ -440,6 +440,10 @@ pub struct BenchArgs {
     /// Force exactly --output-len tokens (ignore_eos and min_tokens).
     #[arg(long)]
     pub ignore_eos: bool,
+    /// `tool_choice` of requests that offer tools (the tool-call kind, a
+    /// scenario with tools): auto, required or none.
+    #[arg(long, value_enum)]
+    pub tool_choice: Option<crate::client::openai::ToolChoice>,
     /// SLO for goodput, e.g. ttft=200ms,tpot=50ms,e2e=10s (repeatable).
     #[arg(long)]
     pub slo: Vec<String>,

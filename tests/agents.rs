@@ -122,6 +122,54 @@ fn structured_kinds_need_the_chat_api_and_refuse_a_forced_length() {
     }
 }
 
+#[test]
+fn tool_choice_goes_with_the_requests_that_offer_tools_and_is_refused_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let only_baseline = |text: String| {
+        let cut = text.find("[[server]]\nid = \"wrong-args\"").unwrap();
+        let rest = &text[text.find("[[workload]]").unwrap()..];
+        format!("{}{rest}", &text[..cut])
+    };
+    // `none`: the model must answer in words, so every tool-call prompt
+    // fails its check for want of a call; the schema answers still pass.
+    let text = only_baseline(example("tool-calls.toml").replace(
+        "api = \"chat\"\n",
+        "api = \"chat\"\ntool_choice = \"none\"\n",
+    ));
+    assert!(!text.contains("id = \"wrong-args\"") && text.contains("tool_choice"));
+    let p = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["run", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let cells = cells(&dir.path().join("results/tool-calls"));
+    let reqs = requests(&cells, "baseline", "agent-kinds-out128-c2");
+    let why = reasons(&reqs, "tool-call");
+    assert_eq!(why.len(), 7, "{reqs:?}");
+    assert!(why[0].starts_with("expected a call of"), "{why:?}");
+    assert!(reasons(&reqs, "json-schema").is_empty());
+    // A workload none of whose requests offers tools refuses it, by line.
+    let text = text.replace(
+        "prompt_kinds = [\"tool-call\", \"json-schema\"]",
+        "prompt_kinds = [\"json-schema\"]",
+    );
+    let p = write_campaign(dir.path(), &text);
+    let (code, out, err) = run(&["plan", p.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains("campaign.toml:")
+            && err.contains("`tool_choice` applies to requests that offer tools"),
+        "{err}"
+    );
+    // A value it does not know is refused with the ones it does.
+    let text = text.replace("tool_choice = \"none\"", "tool_choice = \"always\"");
+    let p = write_campaign(dir.path(), &text);
+    let (code, _, err) = run(&["plan", p.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("campaign.toml:") && err.contains("required"),
+        "{err}"
+    );
+}
+
 /// A campaign of agent sessions on the simulator: `baseline` answers right,
 /// `wrong-args` calls with plausible, wrong arguments, `bad-calls` streams
 /// calls an agent cannot use.
@@ -215,16 +263,17 @@ fn an_agent_session_calls_tools_gets_their_results_and_a_derailed_one_is_counted
 }
 
 #[test]
-fn the_report_sets_the_schemas_decode_cost_beside_the_same_prompts_unconstrained() {
+fn the_report_sets_each_constraints_decode_cost_beside_the_same_prompts_unconstrained() {
     // The simulator's grammar adds 2 ms to each 2 ms decode step of a
-    // constrained request: the schema kind decodes at half the speed of the
-    // same prompts without it, in the same cells.
+    // constrained request: a schema, JSON mode and offered tools each decode
+    // at half the speed of the same prompts without them, in the same cells.
     let dir = tempfile::tempdir().unwrap();
     let text = example("tool-calls.toml")
         .replace(
             "prompt_kinds = [\"tool-call\", \"json-schema\"]",
-            "prompt_kinds = [\"json-extraction\", \"json-schema\"]",
+            "prompt_kinds = [\"json-extraction\", \"json-schema\", \"json-object\", \"tool-call\", \"tool-call-text\"]\nnum_requests = 40",
         )
+        .replace("num_requests = 14\n", "")
         .replace(
             "args = [\"--decode-step-ms\", \"2\",",
             "args = [\"--grammar-step-ms\", \"2\", \"--decode-step-ms\", \"2\",",
@@ -250,12 +299,24 @@ fn the_report_sets_the_schemas_decode_cost_beside_the_same_prompts_unconstrained
         serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
     let kinds = report["kinds"].as_array().unwrap();
     let row = |kind: &str| kinds.iter().find(|k| k["kind"] == kind).unwrap().clone();
-    let (schema, plain) = (row("json-schema"), row("json-extraction"));
-    let unconstrained = schema["unconstrained_tok_s_p50"].as_f64().unwrap();
-    assert_eq!(unconstrained, plain["decode_tok_s_p50"].as_f64().unwrap());
-    assert!(plain.get("unconstrained_tok_s_p50").is_none(), "{plain}");
-    let change = schema["decode_tok_s_p50"].as_f64().unwrap() / unconstrained - 1.0;
-    assert!((-0.6..-0.4).contains(&change), "{change}: {schema}");
+    for (constrained, twin) in [
+        ("json-schema", "json-extraction"),
+        ("json-object", "json-extraction"),
+        ("tool-call", "tool-call-text"),
+    ] {
+        let (c, plain) = (row(constrained), row(twin));
+        let unconstrained = c["unconstrained_tok_s_p50"].as_f64().unwrap();
+        assert_eq!(unconstrained, plain["decode_tok_s_p50"].as_f64().unwrap());
+        assert!(plain.get("unconstrained_tok_s_p50").is_none(), "{plain}");
+        let change = c["decode_tok_s_p50"].as_f64().unwrap() / unconstrained - 1.0;
+        assert!((-0.6..-0.4).contains(&change), "{change}: {c}");
+    }
+    // Every answer of the five kinds is right: the twins are judged too
+    // (the tool prompts without tools, by the figure the call would give).
+    let cells = cells(&root);
+    for r in requests(&cells, "baseline", "agent-kinds-out128-c2") {
+        assert_eq!(r["answer_check"], true, "{r}");
+    }
     let md = std::fs::read_to_string(root.join("report.md")).unwrap();
     assert!(md.contains("vs unconstrained"), "{md}");
     assert!(md.contains("% (unconstrained "), "{md}");

@@ -70,6 +70,7 @@ fn point(workload: &str, input_len: u64, conc: u32, rep: u32) -> WorkloadPoint {
         duration_s: None,
         warmup: 0,
         ignore_eos: true,
+        tool_choice: None,
         shared_prefix: 0,
         slos: if workload == "chat" {
             vec![parse_slo("ttft=60ms,tpot=12ms").unwrap()]

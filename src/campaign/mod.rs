@@ -397,6 +397,10 @@ pub struct RawWorkload {
     /// Force exact output lengths (default true).
     #[serde(default)]
     pub ignore_eos: Option<bool>,
+    /// `tool_choice` for requests that offer tools: `auto`, `required` or
+    /// `none` (left out, the server's default).
+    #[serde(default)]
+    pub tool_choice: Option<Spanned<crate::client::openai::ToolChoice>>,
     /// Tokens of prompt shared by all requests (prefix caching); default 0.
     #[serde(default)]
     pub shared_prefix: Option<u64>,

@@ -116,6 +116,22 @@ pub struct GenerateRequest {
     /// The format the answer must follow (`json_schema`, `json_object`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<std::sync::Arc<serde_json::Value>>,
+    /// Whether the model may, must or must not call one of `tools`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+}
+
+/// OpenAI's `tool_choice` for requests that offer tools. Left out, the
+/// server's default (`auto`) applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolChoice {
+    /// The model decides whether to call a tool.
+    Auto,
+    /// The model must call a tool (engines constrain the answer to a call).
+    Required,
+    /// The model must answer in words.
+    None,
 }
 
 impl GenerateRequest {
@@ -134,6 +150,9 @@ pub struct Structured {
     /// `{"type": "json_schema", "json_schema": {…}}` or `{"type": "json_object"}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<std::sync::Arc<serde_json::Value>>,
+    /// `tool_choice`, sent only with `tools`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
 }
 
 impl Structured {
@@ -142,7 +161,15 @@ impl Structured {
         Self {
             tools: Some(tools),
             response_format: None,
+            tool_choice: None,
         }
+    }
+
+    /// These requests with `choice` as their `tool_choice` when they offer
+    /// tools (a request without tools has no choice to make).
+    pub fn with_tool_choice(mut self, choice: Option<ToolChoice>) -> Self {
+        self.tool_choice = choice.filter(|_| self.tools.is_some());
+        self
     }
 
     /// Requests whose answer must follow `schema`, named `name`.
@@ -150,14 +177,19 @@ impl Structured {
         Self {
             tools: None,
             response_format: Some(std::sync::Arc::new(response_format(name, schema))),
+            tool_choice: None,
         }
     }
 
-    /// The schema of a `json_schema` response format, if that is what it is.
-    pub fn schema_value(&self) -> Option<&serde_json::Value> {
-        self.response_format
-            .as_deref()
-            .and_then(|f| f.pointer("/json_schema/schema"))
+    /// Requests in JSON mode: the answer must be a JSON object, of any shape.
+    pub fn json_object() -> Self {
+        Self {
+            tools: None,
+            response_format: Some(std::sync::Arc::new(
+                serde_json::json!({"type": "json_object"}),
+            )),
+            tool_choice: None,
+        }
     }
 }
 
@@ -239,6 +271,7 @@ pub fn build_structured_body(
         }),
         tools: structured.and_then(|s| s.tools.clone()),
         response_format: structured.and_then(|s| s.response_format.clone()),
+        tool_choice: structured.and_then(|s| s.tool_choice),
     };
     serde_json::to_vec(&req).expect("request DTO always serializes")
 }
@@ -456,7 +489,11 @@ impl StreamState {
     pub fn finish(self, rec: &mut RequestRecord) -> Outcome {
         rec.text = self.text;
         if !self.tools.is_empty() {
-            rec.tool_calls = Some(self.tools.finish());
+            let calls = self.tools.finish();
+            rec.called = (calls.calls.iter())
+                .filter_map(|c| c.name.clone())
+                .collect();
+            rec.tool_calls = Some(calls);
         }
         rec.draft_tokens = self.draft_n;
         rec.accepted_draft_tokens = self.draft_accepted;

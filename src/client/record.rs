@@ -99,6 +99,10 @@ pub struct RequestRecord {
     /// The reply's function calls, until they are judged and answered.
     #[serde(skip)]
     pub tool_calls: Option<super::tool_calls::ToolCalls>,
+    /// The functions the reply called, in order (what a turn of an agent
+    /// session called, kept after its calls are answered).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub called: Vec<String>,
     /// What is kept of a completed answer to judge it: its digest, and its
     /// text for the cell's sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -171,6 +175,7 @@ impl RequestRecord {
             index: None,
             text: None,
             tool_calls: None,
+            called: Vec::new(),
             output: None,
             answer_check: None,
             answer_reason: None,

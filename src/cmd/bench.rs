@@ -358,6 +358,9 @@ pub async fn run(mut args: BenchArgs, cancel: CancellationToken) -> anyhow::Resu
     let r = resolve(&args)?;
     // Tool calls and constrained answers end where their grammar does.
     args.ignore_eos &= !r.prompts.is_structured();
+    if args.tool_choice.is_some() && !r.prompts.offers_tools() {
+        bail!("--tool-choice applies to requests that offer tools (--prompt-kind tool-call, a scenario with tools)");
+    }
     let expected = args.expect.as_deref().map(read_expected).transpose()?;
     if let (Some(path), Some(old)) = (&args.expect, &expected) {
         let asked = expect::Asked {
@@ -392,6 +395,7 @@ pub async fn run(mut args: BenchArgs, cancel: CancellationToken) -> anyhow::Resu
             model: model.clone(),
             output_len: args.output_len,
             ignore_eos: args.ignore_eos,
+            tool_choice: args.tool_choice,
             seed: args.seed.wrapping_add(i as u64),
             prompts: at_scale(&r.prompts, shape),
             first_unit: 0,

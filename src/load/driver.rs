@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::schedule::{ArrivalClock, LoadShape};
 use crate::client::record::{OutputText, RequestRecord};
+use crate::client::tool_calls::ToolCalls;
 use crate::client::Endpoint;
 use crate::load::live::LiveView;
 use crate::workload::answer_check::AnswerCheck;
@@ -43,7 +44,9 @@ pub struct PreparedRequest {
 }
 
 /// Builds a chat request body from the conversation so far and an output length.
-pub type SessionBodyFn = Arc<dyn Fn(&[ChatMessage], u64) -> Bytes + Send + Sync>;
+/// A session turn's body from the conversation so far, its output limit and
+/// whether the turn expects a tool call.
+pub type SessionBodyFn = Arc<dyn Fn(&[ChatMessage], u64, bool) -> Bytes + Send + Sync>;
 
 /// A multi-turn session: each turn is sent with the whole conversation so
 /// far, including the server's real previous answers. It holds one
@@ -126,7 +129,7 @@ async fn run_session<E: Executor>(
             .map(|n| (n as u64).min(s.output_tokens))
             .unwrap_or(s.output_tokens);
         let req = PreparedRequest {
-            body: (s.body)(talk.ask(turn), output),
+            body: (s.body)(talk.ask(turn), output, turn.tool.is_some()),
             planned_input_tokens: None,
             output_tokens: output,
             predicted_cached_tokens: None,
@@ -220,11 +223,12 @@ impl Executor for HttpExecutor {
             rec.text.take()
         };
         if rec.is_ok() {
-            let calls = rec.tool_calls.clone().unwrap_or_default();
+            let none = ToolCalls::default();
+            let calls = rec.tool_calls.as_ref().unwrap_or(&none);
             if let Some(check) = &req.check {
-                let verdict = check.judge_reply(text.as_deref().unwrap_or(""), &calls);
+                let verdict = check.judge_reply(text.as_deref().unwrap_or(""), calls);
                 rec.answer_check = Some(verdict.is_ok());
-                rec.answer_reason = verdict.err();
+                rec.answer_reason = verdict.err().map(String::from);
             }
             // A call is part of what was answered: two servers calling
             // different functions did not give the same answer.

@@ -16,7 +16,9 @@ use bytes::Bytes;
 
 use super::driver::{PreparedRequest, RequestSource, SessionWork, Work};
 use super::source::{Prompt, PromptFn, PromptFnSource, SyntheticSource};
-use crate::client::openai::{build_body, build_structured_body, Api, ChatMessage, PromptBody};
+use crate::client::openai::{
+    build_body, build_structured_body, Api, ChatMessage, PromptBody, ToolChoice,
+};
 use crate::client::Endpoint;
 use crate::workload::answer_check::{kind_check, AnswerCheck, Expect};
 use crate::workload::dataset::{self, DatasetFormat, LengthFilter};
@@ -79,6 +81,18 @@ impl Prompts {
             _ => false,
         }
     }
+
+    /// Whether some of its requests offer tools (what `tool_choice` applies to).
+    pub fn offers_tools(&self) -> bool {
+        match self {
+            Prompts::Kinds(sel) => sel.kinds().contains(&PromptKind::ToolCall),
+            Prompts::Scenario(sc) => sc.tools.is_some(),
+            Prompts::Checks { checks, .. } => checks
+                .iter()
+                .any(|c| c.structured.as_ref().is_some_and(|s| s.tools.is_some())),
+            _ => false,
+        }
+    }
 }
 
 /// A trace and how to replay it.
@@ -106,6 +120,8 @@ pub struct SourceSpec {
     pub output_len: u64,
     /// Force exact output lengths.
     pub ignore_eos: bool,
+    /// `tool_choice` of the requests that offer tools.
+    pub tool_choice: Option<ToolChoice>,
     /// Seed for prompt choice and order.
     pub seed: u64,
     /// The prompts.
@@ -269,13 +285,20 @@ impl RequestSource for DatasetSource {
 }
 
 /// What a prompt of `kind` sends beside its text: the built-in tools, or
-/// its check's schema as the response format.
-fn structured_of(kind: PromptKind, check: Option<&AnswerCheck>) -> Option<Arc<Structured>> {
+/// its check's schema as the response format, or JSON mode.
+fn structured_of(
+    kind: PromptKind,
+    check: Option<&AnswerCheck>,
+    tool_choice: Option<ToolChoice>,
+) -> Option<Arc<Structured>> {
     match (kind, check.map(|c| &c.expect)) {
-        (PromptKind::ToolCall, _) => Some(Arc::new(Structured::tools(builtin_tools()))),
+        (PromptKind::ToolCall, _) => Some(Arc::new(
+            Structured::tools(builtin_tools()).with_tool_choice(tool_choice),
+        )),
         (PromptKind::JsonSchema, Some(Expect::Schema(s))) => {
             Some(Arc::new(Structured::schema("extraction", &s.schema)))
         }
+        (PromptKind::JsonObject, _) => Some(Arc::new(Structured::json_object())),
         _ => None,
     }
 }
@@ -361,15 +384,23 @@ fn session_source(
         return Err("multi-turn scenarios need the chat API (--api chat / api = \"chat\")".into());
     }
     let (model, ignore_eos) = (spec.model.clone(), spec.ignore_eos);
-    let tools = scenario.tools.clone().map(Structured::tools);
-    let body: super::driver::SessionBodyFn = Arc::new(move |messages, output| {
+    // `required` forces a call, so it goes only with the turns that expect
+    // one; the turns answered in words leave the choice to the model.
+    let offer =
+        |choice| (scenario.tools.clone()).map(|t| Structured::tools(t).with_tool_choice(choice));
+    let words_choice = match spec.tool_choice {
+        Some(ToolChoice::Required) => Some(ToolChoice::Auto),
+        other => other,
+    };
+    let (on_calls, on_words) = (offer(spec.tool_choice), offer(words_choice));
+    let body: super::driver::SessionBodyFn = Arc::new(move |messages, output, expects_call| {
         Bytes::from(build_structured_body(
             Api::Chat,
             &model,
             PromptBody::Messages(to_wire(messages)),
             output,
             ignore_eos,
-            tools.as_ref(),
+            if expects_call { &on_calls } else { &on_words }.as_ref(),
         ))
     });
     info.counter = "server usage".into();
@@ -394,10 +425,11 @@ async fn kinds_source(
     if spec.api != Api::Chat && selection.kinds().iter().any(|k| k.is_structured()) {
         return Err(format!(
                 "prompt kinds {} send tools or a response format: they need the chat API (api = \"chat\")",
-                PromptKind::structured().iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+                crate::workload::prompts::structured_names()
             ));
     }
     let mut sampler = PromptSampler::new(selection, spec.seed);
+    let tool_choice = spec.tool_choice;
     let prompt: PromptFn = Box::new(move |_| {
         let (kind, text) = sampler.next_prompt();
         let check = kind_check(kind, text);
@@ -406,7 +438,7 @@ async fn kinds_source(
             planned: None,
             label: Some(kind.name().to_string()),
             check: check.map(|c| Arc::new(c.clone())),
-            structured: structured_of(kind, check),
+            structured: structured_of(kind, check, tool_choice),
         })
     });
     info.counter = "none (natural prompt lengths)".into();
@@ -427,18 +459,29 @@ async fn checks_source(
             ));
     }
     let checks = checks.clone();
+    // What each check sends beside its prompt, with the workload's tool choice.
+    let structured: Vec<Option<Arc<Structured>>> = checks
+        .iter()
+        .map(|c| match (&c.structured, spec.tool_choice) {
+            (Some(s), Some(_)) => Some(Arc::new(
+                s.as_ref().clone().with_tool_choice(spec.tool_choice),
+            )),
+            (s, _) => s.clone(),
+        })
+        .collect();
     // Every check once per pass, in an order drawn from the seed.
     let mut order: Vec<usize> = (0..checks.len()).collect();
     let mut rng = crate::util::rng::seeded(spec.seed);
     rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rng);
     let prompt: PromptFn = Box::new(move |i| {
-        let c = &checks[order[(i % order.len() as u64) as usize]];
+        let at = order[(i % order.len() as u64) as usize];
+        let c = &checks[at];
         Ok(Prompt {
             text: c.prompt.clone(),
             planned: None,
             label: Some(c.kind.clone()),
             check: Some(c.check.clone()),
-            structured: c.structured.clone(),
+            structured: structured[at].clone(),
         })
     });
     info.counter = "none (natural prompt lengths)".into();

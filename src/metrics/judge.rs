@@ -39,12 +39,19 @@ pub fn suspicions(requests: &[RequestRecord], exact_output: bool) -> Vec<String>
         ));
     }
     // With per-chunk counts from the server, the stream itself says how many
-    // tokens arrived; a final usage above that was never streamed.
+    // tokens arrived; a final usage above that was never streamed. An answer
+    // that stopped before its budget may count its stop token, which no
+    // chunk carries as text (vLLM does). A reply that called tools is
+    // exempt: the engine's tool parser consumes the call's markup
+    // (`<tool_call>`, closing braces) without a chunk.
     let unstreamed: Vec<(u64, u64)> = ok
         .iter()
-        .filter(|r| r.tokens_per_chunk_from_server)
-        .filter_map(|r| Some((r.output_tokens?, streamed(r))))
-        .filter(|(o, s)| o > s)
+        .filter(|r| r.tokens_per_chunk_from_server && r.called.is_empty())
+        .filter_map(|r| {
+            let (o, s) = (r.output_tokens?, streamed(r));
+            let stopped = r.requested_output_tokens.is_some_and(|q| o < q);
+            (o > s + u64::from(stopped)).then_some((o, s))
+        })
         .collect();
     if let Some((o, s)) = unstreamed.first() {
         out.push(format!(
@@ -102,5 +109,26 @@ mod tests {
         );
         // Several tokens per chunk with the count only at the end is honest.
         assert!(suspicions(&[rec(&[1; 4], 16, 16, false)], true).is_empty());
+    }
+
+    #[test]
+    fn a_tool_calls_markup_consumed_by_the_parser_is_not_unstreamed_usage() {
+        // Measured on vLLM's hermes parser: 48 tokens in chunks, usage 60.
+        let mut call = rec(&[17, 4, 2, 1, 25], 60, 96, true);
+        call.called = vec!["calculator".into()];
+        assert!(suspicions(&[call.clone()], false).is_empty());
+        call.called.clear();
+        assert_eq!(suspicions(&[call], false).len(), 1);
+    }
+
+    #[test]
+    fn a_stop_token_counted_in_usage_without_a_chunk_is_not_unstreamed() {
+        // Measured on vLLM: an answer that ended at 71 of 96 tokens, 70 of
+        // them in chunks; the 71st is the stop token.
+        assert!(suspicions(&[rec(&[10; 7], 71, 96, true)], false).is_empty());
+        // Two tokens short, or one short of an answer that used its whole
+        // budget, is not a stop token.
+        assert_eq!(suspicions(&[rec(&[10; 7], 72, 96, true)], false).len(), 1);
+        assert_eq!(suspicions(&[rec(&[10; 7], 71, 71, true)], false).len(), 1);
     }
 }

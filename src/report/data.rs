@@ -324,9 +324,9 @@ pub struct KindRow {
     pub decode_tok_s_p50: f64,
     /// Ratio of `decode_tok_s_p50` over the baseline's for the same kind.
     pub speedup_decode: Option<f64>,
-    /// For a kind sent with a response format: `decode_tok_s_p50` of its
-    /// unconstrained twin (the same prompts without the schema) on the same
-    /// server at the same workload point, so the two sit side by side.
+    /// For a kind sent with tools or a response format: `decode_tok_s_p50`
+    /// of its unconstrained twin (the same prompts without them) on the
+    /// same server at the same workload point, so the two sit side by side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unconstrained_tok_s_p50: Option<f64>,
 }

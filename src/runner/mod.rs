@@ -367,6 +367,7 @@ pub fn source_spec(c: &Campaign, w: &WorkloadPoint) -> Result<SourceSpec, String
         model: c.model.served_name.clone(),
         output_len: w.output_len,
         ignore_eos: w.ignore_eos,
+        tool_choice: w.tool_choice,
         seed: draw_seed(w),
         prompts,
         first_unit: 0,

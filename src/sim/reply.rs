@@ -17,8 +17,9 @@
 use serde_json::{json, Value};
 
 use super::SimConfig;
-use crate::client::openai::{GenerateRequest, PromptInput};
-use crate::workload::answer_check::{check_for, spoil, AnswerCheck, Expect};
+use crate::client::openai::{GenerateRequest, PromptInput, ToolChoice};
+use crate::workload::answer_check::{check_for, kind_check, spoil, AnswerCheck, Expect};
+use crate::workload::prompts::PromptKind;
 
 /// The answer a request gets, one token per item.
 pub(super) enum Reply {
@@ -105,11 +106,22 @@ fn prompt_of(req: &GenerateRequest) -> &str {
 pub(super) fn reply_for(req: &GenerateRequest, cfg: &SimConfig, n: u64) -> Reply {
     let prompt = prompt_of(req);
     let session_call = || crate::workload::session::builtin_tool_check(prompt);
-    let Some(check) = check_for(prompt).or_else(session_call) else {
+    // A prompt offered with tools is answered as its tool-call kind asks;
+    // the same prompt without them, in words.
+    let may_call = req.tools.is_some() && req.tool_choice != Some(ToolChoice::None);
+    let offered = || {
+        may_call
+            .then(|| kind_check(PromptKind::ToolCall, prompt))
+            .flatten()
+    };
+    let Some(check) = offered()
+        .or_else(|| check_for(prompt))
+        .or_else(session_call)
+    else {
         return Reply::Words(Vec::new());
     };
     match &check.expect {
-        Expect::ToolCall(name) if req.tools.is_some() => Reply::Call(call(check, name, cfg, n)),
+        Expect::ToolCall(name) if may_call => Reply::Call(call(check, name, cfg, n)),
         _ => {
             let schema = req
                 .response_format

@@ -49,6 +49,44 @@ use serde_json::Value;
 use super::prompts::PromptKind;
 use super::structured::{schema_of, ToolCalls};
 
+/// Why an answer fails its check, in one line (expected against found).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Miss(pub String);
+
+impl std::fmt::Display for Miss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Miss {}
+
+impl std::ops::Deref for Miss {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Miss {
+    fn from(s: &str) -> Self {
+        Miss(s.to_string())
+    }
+}
+
+impl From<Miss> for String {
+    fn from(m: Miss) -> Self {
+        m.0
+    }
+}
+
+/// A [`Miss`] from `format!` arguments.
+macro_rules! miss {
+    ($($t:tt)*) => {
+        Miss(format!($($t)*))
+    };
+}
+
 /// What a right answer contains.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expect {
@@ -90,13 +128,13 @@ impl SchemaCheck {
     }
 
     /// `Ok` when `v` is valid, else its first error and where.
-    fn validate(&self, v: &Value) -> Result<(), String> {
+    fn validate(&self, v: &Value) -> Result<(), Miss> {
         match self.validator.iter_errors(v).next() {
             None => Ok(()),
             Some(e) => {
                 let at = e.instance_path.to_string();
                 let at = if at.is_empty() { "/".to_string() } else { at };
-                Err(format!("breaks its schema at {at}: {e}"))
+                Err(miss!("breaks its schema at {at}: {e}"))
             }
         }
     }
@@ -140,17 +178,17 @@ impl AnswerCheck {
     }
 
     /// `Ok` when `answer` passes, else why not in one line (expected against found).
-    pub fn judge(&self, answer: &str) -> Result<(), String> {
+    pub fn judge(&self, answer: &str) -> Result<(), Miss> {
         self.judge_reply(answer, &ToolCalls::default())
     }
 
     /// [`Self::judge`] for a reply that may have called tools.
-    pub fn judge_reply(&self, answer: &str, calls: &ToolCalls) -> Result<(), String> {
+    pub fn judge_reply(&self, answer: &str, calls: &ToolCalls) -> Result<(), Miss> {
         match &self.expect {
             Expect::ToolCall(name) => judge_tool_call(name, &self.reference, answer, calls),
             Expect::Schema(schema) => {
                 let got: Value = serde_json::from_str(answer.trim()).map_err(|e| {
-                    format!(
+                    miss!(
                         "the answer is not one JSON value ({e}): {:?}",
                         brief_text(answer.trim())
                     )
@@ -166,13 +204,13 @@ impl AnswerCheck {
                 compare_json(&want, &got, "$")
             }
             Expect::ExactText if answer.trim() == self.reference.trim() => Ok(()),
-            Expect::ExactText => Err(format!(
+            Expect::ExactText => Err(miss!(
                 "expected exactly {:?}, found {:?}",
                 brief_text(&self.reference),
                 brief_text(answer.trim())
             )),
             Expect::Pattern(p) if p.0.is_match(answer) => Ok(()),
-            Expect::Pattern(p) => Err(format!(
+            Expect::Pattern(p) => Err(miss!(
                 "expected a match of /{}/, found {:?}",
                 p.0.as_str(),
                 brief_text(answer.trim())
@@ -214,8 +252,8 @@ impl AnswerCheck {
 }
 
 /// The reference answer of a JSON check, parsed.
-fn reference_json(reference: &str) -> Result<Value, String> {
-    serde_json::from_str(reference).map_err(|e| format!("the reference is not JSON: {e}"))
+fn reference_json(reference: &str) -> Result<Value, Miss> {
+    serde_json::from_str(reference).map_err(|e| miss!("the reference is not JSON: {e}"))
 }
 
 /// A tool-call check (see the module doc).
@@ -224,12 +262,12 @@ fn judge_tool_call(
     reference: &str,
     answer: &str,
     calls: &ToolCalls,
-) -> Result<(), String> {
+) -> Result<(), Miss> {
     if !calls.defects.is_empty() {
-        return Err(format!("malformed tool call: {}", calls.defects.join("; ")));
+        return Err(miss!("malformed tool call: {}", calls.defects.join("; ")));
     }
     if calls.calls.is_empty() {
-        return Err(format!(
+        return Err(miss!(
             "expected a call of `{name}`, found no tool call (answer {:?})",
             brief_text(answer.trim())
         ));
@@ -240,19 +278,18 @@ fn judge_tool_call(
             .iter()
             .filter_map(|c| c.name.as_deref())
             .collect();
-        return Err(format!(
+        return Err(miss!(
             "expected a call of `{name}`, found a call of `{}`",
             called.join("`, `")
         ));
     };
     let got: Value = serde_json::from_str(&call.arguments).map_err(|e| {
-        format!(
+        miss!(
             "`{name}` arguments are not JSON ({e}): {:?}",
             brief_text(&call.arguments)
         )
     })?;
-    compare_json(&reference_json(reference)?, &got, "arguments")
-        .map_err(|e| format!("`{name}` {e}"))
+    compare_json(&reference_json(reference)?, &got, "arguments").map_err(|e| miss!("`{name}` {e}"))
 }
 
 /// Phrases that introduce a final answer, lower case.
@@ -311,7 +348,7 @@ fn last_sentence_with_number(text: &str) -> &str {
     best
 }
 
-fn judge_numbers(answer: &str, want: &[(f64, f64)]) -> Result<(), String> {
+fn judge_numbers(answer: &str, want: &[(f64, f64)]) -> Result<(), Miss> {
     let expected = || {
         want.iter()
             .map(|(v, t)| match t {
@@ -352,13 +389,13 @@ fn judge_numbers(answer: &str, want: &[(f64, f64)]) -> Result<(), String> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    Err(format!(
+    Err(miss!(
         "expected {} as the {place}, found {shown}",
         expected()
     ))
 }
 
-fn judge_clock(answer: &str, want: (u32, u32)) -> Result<(), String> {
+fn judge_clock(answer: &str, want: (u32, u32)) -> Result<(), Miss> {
     let (times, place) = match after_final_phrase(answer) {
         Some(rest) => (
             clock_times(rest).into_iter().take(1).collect::<Vec<_>>(),
@@ -371,13 +408,15 @@ fn judge_clock(answer: &str, want: (u32, u32)) -> Result<(), String> {
     };
     match times.first() {
         Some(&t) if t == want => Ok(()),
-        Some(&(h, m)) => Err(format!(
+        Some(&(h, m)) => Err(miss!(
             "expected {:02}:{:02} as the {place}, found {h:02}:{m:02}",
-            want.0, want.1
+            want.0,
+            want.1
         )),
-        None => Err(format!(
+        None => Err(miss!(
             "expected {:02}:{:02} as the {place}, found no time",
-            want.0, want.1
+            want.0,
+            want.1
         )),
     }
 }
@@ -441,13 +480,7 @@ fn format_number(v: f64) -> String {
 pub fn check_for(prompt: &str) -> Option<&'static AnswerCheck> {
     // Plain kinds first: JSON extraction and its schema twin share their
     // prompts, and a plain request is judged by values.
-    PromptKind::all()
-        .iter()
-        .chain(PromptKind::structured())
-        .find_map(|k| {
-            let i = k.variants().iter().position(|v| *v == prompt)?;
-            checks_of(*k).get(i)
-        })
+    PromptKind::named().find_map(|k| kind_check(k, prompt))
 }
 
 /// The check of `prompt` sent as a prompt of `kind`.
@@ -469,6 +502,8 @@ fn checks_of(kind: PromptKind) -> &'static [AnswerCheck] {
         PromptKind::JsonExtraction => JSON_EXTRACTION,
         PromptKind::ToolCall => TOOL_CALL,
         PromptKind::JsonSchema => json_schema_checks(),
+        PromptKind::JsonObject => json_object_checks(),
+        PromptKind::ToolCallText => TOOL_CALL_TEXT,
         PromptKind::Fibonacci | PromptKind::Quicksort | PromptKind::Haiku => &[],
     }
 }
@@ -493,6 +528,68 @@ fn json_schema_checks() -> &'static [AnswerCheck] {
             .collect()
     })
 }
+
+/// The JSON-extraction checks under JSON mode, which promises valid JSON
+/// and no shape: the answer must be one JSON value of the reference's type
+/// (an object, or the list one prompt asks for) holding the values.
+fn json_object_checks() -> &'static [AnswerCheck] {
+    static CHECKS: OnceLock<Vec<AnswerCheck>> = OnceLock::new();
+    CHECKS.get_or_init(|| {
+        JSON_EXTRACTION
+            .iter()
+            .map(|c| {
+                let reference: Value =
+                    serde_json::from_str(&c.reference).expect("built-in references are JSON");
+                let kind = if reference.is_array() {
+                    "array"
+                } else {
+                    "object"
+                };
+                AnswerCheck {
+                    expect: Expect::Schema(
+                        SchemaCheck::new(serde_json::json!({ "type": kind }))
+                            .expect("a type schema compiles"),
+                    ),
+                    reference: c.reference.clone(),
+                }
+            })
+            .collect()
+    })
+}
+
+/// In the order of [`PromptKind::ToolCall`]'s variants, answered in words
+/// (no tools offered): the figure the call would have computed.
+const TOOL_CALL_TEXT: &[AnswerCheck] = &[
+    AnswerCheck {
+        expect: Expect::Numbers(Cow::Borrowed(&[(1517.0, 0.0)])),
+        reference: Cow::Borrowed("37 × 41 = 1,517, so there are 1,517 boxes."),
+    },
+    AnswerCheck {
+        expect: Expect::Numbers(Cow::Borrowed(&[(156.25, 0.005)])),
+        reference: Cow::Borrowed("1,250 ÷ 8 = 156.25."),
+    },
+    AnswerCheck {
+        // 26.2 × 1.609344 = 42.1648.
+        expect: Expect::Numbers(Cow::Borrowed(&[(42.16, 0.05)])),
+        reference: Cow::Borrowed("26.2 miles × 1.609344 km per mile is about 42.16 km."),
+    },
+    AnswerCheck {
+        expect: Expect::Numbers(Cow::Borrowed(&[(1_048_576.0, 0.0)])),
+        reference: Cow::Borrowed("2 to the power of 20 is 1,048,576."),
+    },
+    AnswerCheck {
+        expect: Expect::Numbers(Cow::Borrowed(&[(6615.0, 0.0)])),
+        reference: Cow::Borrowed("9,400 − 2,785 = 6,615, so 6,615 is left."),
+    },
+    AnswerCheck {
+        expect: Expect::Numbers(Cow::Borrowed(&[(356.0, 0.0)])),
+        reference: Cow::Borrowed("180 × 9/5 + 32 = 356, so the oven is at 356 degrees Fahrenheit."),
+    },
+    AnswerCheck {
+        expect: Expect::Numbers(Cow::Borrowed(&[(363.25, 0.005)])),
+        reference: Cow::Borrowed("318.75 + 44.5 = 363.25."),
+    },
+];
 
 /// In the order of [`PromptKind::ToolCall`]'s variants: the function and
 /// its arguments.
@@ -579,7 +676,7 @@ const MAX_JSON_STARTS: usize = 256;
 /// (prose and code fences around it ignored). A value that starts like
 /// JSON and is cut off by the end of the reply is an error: the answer's
 /// JSON is the truncated one, not a complete value inside it.
-pub fn answer_json(text: &str) -> Result<Value, String> {
+pub fn answer_json(text: &str) -> Result<Value, Miss> {
     let mut last = None;
     let mut from = 0;
     for (tried, (i, open)) in text.match_indices(['{', '[']).enumerate() {
@@ -596,7 +693,7 @@ pub fn answer_json(text: &str) -> Result<Value, String> {
                 last = Some(v);
             }
             Some(Err(e)) if e.is_eof() && opens_json(&text[i + open.len()..]) => {
-                return Err(format!(
+                return Err(miss!(
                     "the answer's JSON is cut off at the end of the reply ({} bytes from `{open}`)",
                     text.len() - i
                 ));
@@ -604,7 +701,7 @@ pub fn answer_json(text: &str) -> Result<Value, String> {
             _ => {}
         }
     }
-    last.ok_or_else(|| "no JSON value in the answer".to_string())
+    last.ok_or_else(|| "no JSON value in the answer".into())
 }
 
 /// Whether what follows an opening bracket looks like JSON (not prose).
@@ -655,9 +752,9 @@ fn brief(v: &Value) -> String {
 
 /// `Ok` when `got` holds `want`'s values (see the module doc), else the
 /// first difference, named by its path.
-fn compare_json(want: &Value, got: &Value, path: &str) -> Result<(), String> {
+fn compare_json(want: &Value, got: &Value, path: &str) -> Result<(), Miss> {
     let differ = || {
-        Err(format!(
+        Err(miss!(
             "{path}: expected {}, found {}",
             brief(want),
             brief(got)
@@ -668,14 +765,14 @@ fn compare_json(want: &Value, got: &Value, path: &str) -> Result<(), String> {
             for (k, wv) in w {
                 match g.get(k) {
                     Some(gv) => compare_json(wv, gv, &format!("{path}.{k}"))?,
-                    None => return Err(format!("{path}: no `{k}` (expected {})", brief(wv))),
+                    None => return Err(miss!("{path}: no `{k}` (expected {})", brief(wv))),
                 }
             }
             Ok(())
         }
         (Value::Array(w), Value::Array(g)) => {
             if w.len() != g.len() {
-                return Err(format!(
+                return Err(miss!(
                     "{path}: expected {} items, found {}",
                     w.len(),
                     g.len()
@@ -694,7 +791,7 @@ fn compare_json(want: &Value, got: &Value, path: &str) -> Result<(), String> {
                         // The same place's item says best what differs.
                         return match compare_json(wv, &g[i], &format!("{path}[{i}]")) {
                             Err(e) => Err(e),
-                            Ok(()) => Err(format!("{path}[{i}]: {} is missing", brief(wv))),
+                            Ok(()) => Err(miss!("{path}[{i}]: {} is missing", brief(wv))),
                         };
                     }
                 }
@@ -1067,13 +1164,21 @@ mod tests {
 
     #[test]
     fn every_checked_kind_has_a_check_per_variant_and_its_reference_passes() {
-        for &k in PromptKind::all() {
+        for k in PromptKind::named() {
             let checks = checks_of(k);
             if checks.is_empty() {
                 continue;
             }
             assert_eq!(checks.len(), k.variants().len(), "{k}");
             for (v, c) in k.variants().iter().zip(checks) {
+                assert_eq!(kind_check(k, v), Some(c));
+                // A structured kind shares its prompts with its plain twin,
+                // whose check a prompt is looked up by; its reference is
+                // judged with the call or format (tests below).
+                if k.is_structured() {
+                    assert_ne!(check_for(v), Some(c), "{k}");
+                    continue;
+                }
                 assert_eq!(check_for(v), Some(c));
                 assert_eq!(c.judge(&c.reference), Ok(()), "{k}: {}", c.reference);
                 assert!(
@@ -1129,7 +1234,10 @@ mod tests {
             .defects
             .push("call 0 (`calculator`) has no id".into());
         let why = c.judge_reply("", &defective).unwrap_err();
-        assert_eq!(why, "malformed tool call: call 0 (`calculator`) has no id");
+        assert_eq!(
+            &*why,
+            "malformed tool call: call 0 (`calculator`) has no id"
+        );
     }
 
     #[test]
@@ -1156,6 +1264,42 @@ mod tests {
         );
         let why = c.judge(&stringly).unwrap_err();
         assert!(why.starts_with("breaks its schema at /dose_mg"), "{why}");
+    }
+
+    #[test]
+    fn json_mode_answers_must_be_one_object_holding_the_values() {
+        let kind = PromptKind::JsonObject;
+        for (v, c) in kind.variants().iter().zip(checks_of(kind)) {
+            assert_eq!(c.judge(&c.reference), Ok(()), "{v}");
+            let why = c
+                .judge(&format!("```json\n{}\n```", c.reference))
+                .unwrap_err();
+            assert!(why.starts_with("the answer is not one JSON value"), "{why}");
+            // Wrapped in a list (or, for the list, in an object): another shape.
+            let why = c.judge(&format!("[{}]", c.reference)).unwrap_err();
+            let why = if c.reference.starts_with('[') {
+                c.judge(&format!("{{\"events\": {}}}", c.reference))
+                    .unwrap_err()
+            } else {
+                why
+            };
+            assert!(why.starts_with("breaks its schema at /"), "{why}");
+            assert!(c.judge(&c.plausible_wrong()).is_err(), "{v}");
+        }
+        // No schema: a number as a string is still the value.
+        let c = &checks_of(kind)[6];
+        assert_eq!(c.judge(&c.reference.replace("500", "\"500\"")), Ok(()));
+    }
+
+    #[test]
+    fn tool_prompts_without_tools_are_judged_by_the_figure_the_call_would_give() {
+        let text = PromptKind::ToolCallText;
+        assert_eq!(PromptKind::ToolCall.unconstrained_twin(), Some(text));
+        assert_eq!(text.variants(), PromptKind::ToolCall.variants());
+        let c = kind_check(text, text.variants()[2]).unwrap();
+        assert_eq!(c.judge("That is about 42.2 km."), Ok(()));
+        let why = c.judge("It is 26.2 miles, which is 26.2 km.").unwrap_err();
+        assert!(why.contains("expected 42.16"), "{why}");
     }
 
     #[test]

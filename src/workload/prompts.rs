@@ -37,6 +37,12 @@ pub enum PromptKind {
     /// The JSON-extraction prompts with their schema as `response_format`
     /// (chat API): constrained decoding of the same prompts.
     JsonSchema,
+    /// The JSON-extraction prompts under `response_format = {"type":
+    /// "json_object"}` (chat API): any JSON object, no schema.
+    JsonObject,
+    /// The tool-call prompts sent without tools, answered in words: what
+    /// offering tools costs.
+    ToolCallText,
 }
 
 const ALL: [PromptKind; 5] = [
@@ -47,10 +53,23 @@ const ALL: [PromptKind; 5] = [
     PromptKind::Haiku,
 ];
 
+/// Plain kinds that exist as a structured kind's unconstrained twin: named
+/// on their own, never part of `all` (so `all` keeps its cells).
+const TWINS: [PromptKind; 1] = [PromptKind::ToolCallText];
+
 /// The kinds sent with tools or a response format: named on their own,
 /// never part of `all` (they need the chat API and end where their grammar
 /// does, so they do not force their output length).
-const STRUCTURED: [PromptKind; 2] = [PromptKind::ToolCall, PromptKind::JsonSchema];
+const STRUCTURED: [PromptKind; 3] = [
+    PromptKind::ToolCall,
+    PromptKind::JsonSchema,
+    PromptKind::JsonObject,
+];
+
+/// The structured kinds' names, comma-separated (for errors that list them).
+pub fn structured_names() -> String {
+    STRUCTURED.map(PromptKind::name).join(", ")
+}
 
 impl PromptKind {
     /// Every plain kind (what `all` selects), in a fixed order.
@@ -63,11 +82,18 @@ impl PromptKind {
         &STRUCTURED
     }
 
+    /// Every kind a workload can name: the plain ones, the plain twins,
+    /// then the structured ones (the order a prompt's check is looked up in).
+    pub fn named() -> impl Iterator<Item = PromptKind> {
+        ALL.into_iter().chain(TWINS).chain(STRUCTURED)
+    }
+
     /// The kind that sends the same prompts without a constraint: what a
     /// structured kind's decode speed is compared with.
     pub fn unconstrained_twin(self) -> Option<PromptKind> {
         match self {
-            PromptKind::JsonSchema => Some(PromptKind::JsonExtraction),
+            PromptKind::JsonSchema | PromptKind::JsonObject => Some(PromptKind::JsonExtraction),
+            PromptKind::ToolCall => Some(PromptKind::ToolCallText),
             _ => None,
         }
     }
@@ -87,6 +113,8 @@ impl PromptKind {
             PromptKind::Haiku => "haiku",
             PromptKind::ToolCall => "tool-call",
             PromptKind::JsonSchema => "json-schema",
+            PromptKind::JsonObject => "json-object",
+            PromptKind::ToolCallText => "tool-call-text",
         }
     }
 
@@ -98,19 +126,15 @@ impl PromptKind {
             PromptKind::Arithmetic => ARITHMETIC,
             PromptKind::JsonExtraction => JSON_EXTRACTION,
             PromptKind::Haiku => HAIKU,
-            PromptKind::ToolCall => TOOL_CALL,
-            // The same prompts as JSON extraction: the pair shows what the
-            // schema costs.
-            PromptKind::JsonSchema => JSON_EXTRACTION,
+            PromptKind::ToolCall | PromptKind::ToolCallText => TOOL_CALL,
+            // The same prompts as JSON extraction: the pairs show what the
+            // schema, or JSON mode, costs.
+            PromptKind::JsonSchema | PromptKind::JsonObject => JSON_EXTRACTION,
         }
     }
 
     fn allowed() -> String {
-        ALL.iter()
-            .chain(&STRUCTURED)
-            .map(|k| k.name())
-            .collect::<Vec<_>>()
-            .join(", ")
+        Self::named().map(Self::name).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -124,9 +148,7 @@ impl FromStr for PromptKind {
     type Err = WorkloadError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ALL.iter()
-            .chain(&STRUCTURED)
-            .copied()
+        Self::named()
             .find(|k| k.name() == s.trim())
             .ok_or_else(|| WorkloadError::UnknownName {
                 what: "prompt kind",
@@ -356,7 +378,7 @@ mod tests {
 
     #[test]
     fn every_kind_has_at_least_five_distinct_variants() {
-        for &k in PromptKind::all().iter().chain(PromptKind::structured()) {
+        for k in PromptKind::named() {
             let v = k.variants();
             assert!(v.len() >= 5, "{k}");
             let mut sorted = v.to_vec();
@@ -368,7 +390,7 @@ mod tests {
 
     #[test]
     fn kind_names_round_trip_through_fromstr_display_and_serde() {
-        for &k in PromptKind::all().iter().chain(PromptKind::structured()) {
+        for k in PromptKind::named() {
             assert_eq!(k.name().parse::<PromptKind>().unwrap(), k);
             assert_eq!(k.to_string(), k.name());
             let json = serde_json::to_string(&k).unwrap();
@@ -381,7 +403,7 @@ mod tests {
     fn unknown_kind_lists_allowed_values() {
         let err = "fib".parse::<PromptKind>().unwrap_err().to_string();
         assert!(err.contains("`fib`"), "{err}");
-        for k in PromptKind::all().iter().chain(PromptKind::structured()) {
+        for k in PromptKind::named() {
             assert!(err.contains(k.name()), "{err}");
         }
     }

@@ -18,7 +18,9 @@ pub use crate::client::openai::{response_format, Structured};
 pub use crate::client::tool_calls::{ToolCall, ToolCalls};
 
 /// The built-in tools: `calculator` (one operation on two numbers) and
-/// `convert_units` (a value from one unit to another).
+/// `convert_units` (a value from one unit to another), strict as agents
+/// send them (every argument required, no other; engines that enforce
+/// `strict` constrain a call's arguments to the schema).
 pub fn builtin_tools() -> Arc<Value> {
     static TOOLS: OnceLock<Arc<Value>> = OnceLock::new();
     TOOLS
@@ -34,8 +36,10 @@ pub fn builtin_tools() -> Arc<Value> {
                             "a": {"type": "number", "description": "The first operand."},
                             "b": {"type": "number", "description": "The second operand."}
                         },
-                        "required": ["operation", "a", "b"]
-                    }
+                        "required": ["operation", "a", "b"],
+                        "additionalProperties": false
+                    },
+                    "strict": true
                 }},
                 {"type": "function", "function": {
                     "name": "convert_units",
@@ -47,8 +51,10 @@ pub fn builtin_tools() -> Arc<Value> {
                             "from_unit": {"type": "string", "enum": ["miles", "kilometres", "celsius", "fahrenheit", "pounds", "kilograms"]},
                             "to_unit": {"type": "string", "enum": ["miles", "kilometres", "celsius", "fahrenheit", "pounds", "kilograms"]}
                         },
-                        "required": ["value", "from_unit", "to_unit"]
-                    }
+                        "required": ["value", "from_unit", "to_unit"],
+                        "additionalProperties": false
+                    },
+                    "strict": true
                 }}
             ]))
         })
@@ -163,7 +169,16 @@ mod tests {
             !v.is_valid(&json!({"name": "Lena", "age": 41, "skills": [], "remote": false, "x": 1}))
         );
         let s = Structured::schema("extraction", &schema);
-        assert_eq!(s.schema_value(), Some(&schema));
+        let format = s.response_format.as_deref().unwrap();
+        assert_eq!(format["type"], "json_schema");
+        assert_eq!(format.pointer("/json_schema/schema"), Some(&schema));
+        assert_eq!(format["json_schema"]["strict"], true);
+        let mode = Structured::json_object();
+        assert_eq!(
+            *mode.response_format.unwrap(),
+            json!({"type": "json_object"})
+        );
+        assert!(mode.tools.is_none());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::super::{CampaignError, OneOrMany, RawCampaign, Source};
 use super::{base_dir, check_path_id, relative};
-use crate::client::openai::Api;
+use crate::client::openai::{Api, ToolChoice};
 use crate::load::schedule::{Arrival, LoadShape};
 use crate::search::{Axis, SearchSpec};
 use crate::util::units::{parse_duration, parse_slo, Slo};
@@ -117,6 +117,10 @@ pub struct WorkloadPoint {
     pub warmup: u64,
     /// Exact output lengths forced.
     pub ignore_eos: bool,
+    /// `tool_choice` of requests that offer tools; left out when not set,
+    /// so workloads without it keep their identities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
     /// Shared prompt prefix tokens.
     pub shared_prefix: u64,
     /// SLOs for goodput.
@@ -351,6 +355,7 @@ pub(super) fn expand_workloads(
         if structured && w.ignore_eos == Some(true) {
             return Err(src.error(&w.name, format!("workload `{name}`: its requests offer tools or a response format, and a tool call or a constrained answer ends where its grammar does; remove `ignore_eos = true`")));
         }
+        let tool_choice = tool_choice_of(w, src, &name, &source, read.as_ref())?;
         match (&source, read) {
             (PromptSource::Scenario { name, .. }, Some(Read::Scenario(sc))) => {
                 scenarios.insert(name.clone(), Arc::new(sc));
@@ -374,6 +379,7 @@ pub(super) fn expand_workloads(
                     duration_s,
                     warmup: w.warmup.unwrap_or(0),
                     ignore_eos: w.ignore_eos.unwrap_or(!structured),
+                    tool_choice,
                     shared_prefix: w.shared_prefix.unwrap_or(0),
                     slos: slos.clone(),
                     seed: repetition_seed(w.seed.unwrap_or(0), repetition),
@@ -537,6 +543,37 @@ fn loads_of(
     })
 }
 
+/// A workload's `tool_choice`, refused where none of its requests offers
+/// tools (the setting would change nothing but the cell's identity).
+fn tool_choice_of(
+    w: &super::super::RawWorkload,
+    src: &Source,
+    name: &str,
+    source: &PromptSource,
+    read: Option<&Read>,
+) -> Result<Option<ToolChoice>, CampaignError> {
+    let Some(choice) = &w.tool_choice else {
+        return Ok(None);
+    };
+    let offers_tools = match (source, read) {
+        (PromptSource::PromptKinds { kinds }, _) => {
+            kinds.contains(&crate::workload::PromptKind::ToolCall)
+        }
+        (_, Some(Read::Scenario(sc))) => sc.tools.is_some(),
+        (_, Some(Read::Checks(c))) => c
+            .iter()
+            .any(|u| u.structured.as_ref().is_some_and(|s| s.tools.is_some())),
+        _ => false,
+    };
+    if !offers_tools {
+        return Err(src.error(
+            choice,
+            format!("workload `{name}`: `tool_choice` applies to requests that offer tools, and none of this workload's do (the `tool-call` kind, a scenario with `tools`, `tool` checks)"),
+        ));
+    }
+    Ok(Some(*choice.get_ref()))
+}
+
 /// A workload file read once, when the campaign loads, and sent from memory.
 enum Read {
     /// A scenario's turns.
@@ -631,7 +668,7 @@ fn prompt_source(
                 .parse()
                 .map_err(|e: crate::workload::WorkloadError| src.error(k, e.to_string()))?;
             if sel.kinds().iter().any(|k| k.is_structured()) && w.api != Some(Api::Chat) {
-                return Err(src.error(k, format!("workload `{name}`: prompt kinds tool-call and json-schema send tools or a response format; they need `api = \"chat\"`")));
+                return Err(src.error(k, format!("workload `{name}`: prompt kinds {} send tools or a response format; they need `api = \"chat\"`", crate::workload::prompts::structured_names())));
             }
             PromptSource::PromptKinds {
                 kinds: sel.kinds().to_vec(),
@@ -809,6 +846,8 @@ fn trace_points(
     };
     let slos = slos_of(w, src)?;
     let duration_s = seconds(&w.duration)?;
+    // A trace's requests offer no tools: a `tool_choice` here is refused.
+    let tool_choice = tool_choice_of(w, src, name, &source, None)?;
     let point = |load: LoadShape, repetition: u32| WorkloadPoint {
         workload: name.to_string(),
         api: w.api.unwrap_or(Api::Completions),
@@ -820,6 +859,7 @@ fn trace_points(
         duration_s,
         warmup: w.warmup.unwrap_or(0),
         ignore_eos: true,
+        tool_choice,
         shared_prefix: 0,
         slos: slos.clone(),
         seed: repetition_seed(w.seed.unwrap_or(0), repetition),

@@ -25,6 +25,7 @@ fn point(c: u32, n: u64, input: u64, output: u64) -> WorkloadPoint {
         duration_s: None,
         warmup: 0,
         ignore_eos: true,
+        tool_choice: None,
         shared_prefix: 0,
         slos: Vec::new(),
         seed: 0,
