@@ -352,15 +352,22 @@ pub enum BenchEnd {
     Interrupted,
 }
 
+/// What structured prompts change in the settings: tool calls and
+/// constrained answers end where their grammar does, so their length is
+/// never forced; a tool choice needs requests that offer tools.
+fn structured_settings(args: &mut BenchArgs, prompts: &Prompts) -> anyhow::Result<()> {
+    args.ignore_eos &= !prompts.is_structured();
+    if args.tool_choice.is_some() && !prompts.offers_tools() {
+        bail!("--tool-choice applies to requests that offer tools (--prompt-kind tool-call, a scenario with tools)");
+    }
+    Ok(())
+}
+
 /// Run `servebench bench`; says whether every request succeeded believably.
 pub async fn run(mut args: BenchArgs, cancel: CancellationToken) -> anyhow::Result<BenchEnd> {
     vllm_dialect::apply(&mut args)?;
     let r = resolve(&args)?;
-    // Tool calls and constrained answers end where their grammar does.
-    args.ignore_eos &= !r.prompts.is_structured();
-    if args.tool_choice.is_some() && !r.prompts.offers_tools() {
-        bail!("--tool-choice applies to requests that offer tools (--prompt-kind tool-call, a scenario with tools)");
-    }
+    structured_settings(&mut args, &r.prompts)?;
     let expected = args.expect.as_deref().map(read_expected).transpose()?;
     if let (Some(path), Some(old)) = (&args.expect, &expected) {
         let asked = expect::Asked {

@@ -390,53 +390,15 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
         let spec = server_spec(c, s);
         let command = engine::command_line(&spec, self_exe).map_err(|e| e.to_string());
         let memory = feasibility::memory(c, s, model_info.as_ref());
-        let mut cells = Vec::new();
-        for w in &c.workloads {
-            if !opts.only.iter().all(|f| f.matches(s, w)) {
-                filtered_out += 1;
-                continue;
-            }
-            let identity = cell_identity(c, s, w);
-            let name = w.cell_name();
-            let (skip, mut warnings) =
-                feasibility::check(c, s, w, &command, memory.as_ref(), model_info.as_ref());
-            warnings.extend(est.prompt_build.advice(w));
-            let verdict = match skip {
-                Some(reason) => Verdict::Skip(reason),
-                None => match stored_verdict(c, index, (&identity, s, w), &name, opts) {
-                    v @ (Verdict::Run | Verdict::Stale(_)) if !opts.force => {
-                        match enough_repetitions(c, w, |p| {
-                            let id = cell_identity(c, s, p);
-                            let stored = index.by_identity.get(&id)?;
-                            stored
-                                .status
-                                .is_usable()
-                                .then(|| stored.summary.as_ref().map(|m| m.output_throughput_tok_s))
-                                .flatten()
-                        }) {
-                            Some(why) => Verdict::Enough(why),
-                            None => v,
-                        }
-                    }
-                    v => v,
-                },
-            };
-            let left = opts
-                .not_measured
-                .iter()
-                .find(|l| l.server == s.id && l.point == name)
-                .filter(|_| verdict.runs())
-                .map(|l| l.reason());
-            cells.push(PlannedCell {
-                eta_s: 0.0,
-                name,
-                identity,
-                workload: w.clone(),
-                verdict,
-                warnings,
-                left,
-            });
-        }
+        let cx = PlanContext {
+            index,
+            opts,
+            est: &est,
+            command: &command,
+            memory: memory.as_ref(),
+            model_info: model_info.as_ref(),
+        };
+        let mut cells = plan_cells(c, s, &cx, &mut filtered_out);
         // A server that crashed on the last run would crash again where it
         // did: its cells still to measure are skipped, saying so, unless asked.
         if !(opts.retry_crashed || opts.force || opts.rerun_failed) {
@@ -458,20 +420,7 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
                 filtered_out += 1;
                 continue;
             }
-            searches.push(plan_search(
-                c,
-                s,
-                i,
-                search,
-                &PlanContext {
-                    index,
-                    opts,
-                    est: &est,
-                    command: &command,
-                    memory: memory.as_ref(),
-                    model_info: model_info.as_ref(),
-                },
-            ));
+            searches.push(plan_search(c, s, i, search, &cx));
         }
         if let Some(why) = &check.unusable {
             for search in searches.iter_mut().filter(|s| s.runs()) {
@@ -540,6 +489,66 @@ pub fn build(c: &Campaign, index: &StoreIndex, opts: &PlanOptions, self_exe: &st
     };
     plan.totals = plan.compute_totals(opts.parallel, c.hardware.gpus.len() as u32);
     plan
+}
+
+/// The cells of server `s`, each with its verdict (skip, run, or keep what
+/// is stored); the workloads `--only` leaves out are counted in
+/// `filtered_out`.
+fn plan_cells(
+    c: &Campaign,
+    s: &ServerConfig,
+    cx: &PlanContext<'_>,
+    filtered_out: &mut usize,
+) -> Vec<PlannedCell> {
+    let mut cells = Vec::new();
+    for w in &c.workloads {
+        if !cx.opts.only.iter().all(|f| f.matches(s, w)) {
+            *filtered_out += 1;
+            continue;
+        }
+        let identity = cell_identity(c, s, w);
+        let name = w.cell_name();
+        let (skip, mut warnings) =
+            feasibility::check(c, s, w, cx.command, cx.memory, cx.model_info);
+        warnings.extend(cx.est.prompt_build.advice(w));
+        let verdict = match skip {
+            Some(reason) => Verdict::Skip(reason),
+            None => match stored_verdict(c, cx.index, (&identity, s, w), &name, cx.opts) {
+                v @ (Verdict::Run | Verdict::Stale(_)) if !cx.opts.force => {
+                    match enough_repetitions(c, w, |p| {
+                        let id = cell_identity(c, s, p);
+                        let stored = cx.index.by_identity.get(&id)?;
+                        stored
+                            .status
+                            .is_usable()
+                            .then(|| stored.summary.as_ref().map(|m| m.output_throughput_tok_s))
+                            .flatten()
+                    }) {
+                        Some(why) => Verdict::Enough(why),
+                        None => v,
+                    }
+                }
+                v => v,
+            },
+        };
+        let left = cx
+            .opts
+            .not_measured
+            .iter()
+            .find(|l| l.server == s.id && l.point == name)
+            .filter(|_| verdict.runs())
+            .map(|l| l.reason());
+        cells.push(PlannedCell {
+            eta_s: 0.0,
+            name,
+            identity,
+            workload: w.clone(),
+            verdict,
+            warnings,
+            left,
+        });
+    }
+    cells
 }
 
 /// The plan's lines about the engine build, or each `[[build]]`'s.

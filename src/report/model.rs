@@ -177,18 +177,38 @@ fn reason_of(c: &CellResult) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-/// Build the report from stored results.
-pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
-    let meta = set.meta.as_ref();
-    let (baseline, baseline_source) = match (&opts.baseline, meta.and_then(|m| m.baseline.clone()))
-    {
+/// The baseline server and where it came from: `--baseline`, else the
+/// campaign's, else none (and so no speedups).
+fn baseline_of(set: &ResultSet, opts: &ReportOptions) -> (Option<String>, String) {
+    let stored = set.meta.as_ref().and_then(|m| m.baseline.clone());
+    match (&opts.baseline, stored) {
         (Some(b), _) => (Some(b.clone()), "--baseline".to_string()),
         (None, Some(b)) => (Some(b), "campaign.json".to_string()),
         (None, None) => (
             None,
             "none: no --baseline and no baseline in campaign.json, so no speedups".to_string(),
         ),
-    };
+    }
+}
+
+/// The points an answer-first run left unmeasured that no stored cell has
+/// measured since.
+fn still_not_measured(set: &ResultSet) -> Vec<crate::goal::Lost> {
+    set.not_measured
+        .iter()
+        .filter(|l| {
+            !set.cells
+                .iter()
+                .any(|c| c.server_id == l.server && c.cell_name == l.point)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Build the report from stored results.
+pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
+    let meta = set.meta.as_ref();
+    let (baseline, baseline_source) = baseline_of(set, opts);
     let mut notes = Vec::new();
     let servers = server_order(set, baseline.as_deref(), &mut notes);
     let mut cells: Vec<&CellResult> = set.cells.iter().collect();
@@ -305,16 +325,7 @@ pub fn build(set: &ResultSet, opts: &ReportOptions) -> Report {
         stream_picks,
         searches,
         search_picks,
-        not_measured: set
-            .not_measured
-            .iter()
-            .filter(|l| {
-                !set.cells
-                    .iter()
-                    .any(|c| c.server_id == l.server && c.cell_name == l.point)
-            })
-            .cloned()
-            .collect(),
+        not_measured: still_not_measured(set),
         problem_groups: group_problems(&problems),
         problems,
         turns,
